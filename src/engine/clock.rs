@@ -1,0 +1,55 @@
+//! The clock every time decision is made with.
+//!
+//! In production `now` is read inside each SQL statement from the database
+//! (`unixepoch('subsec')`), so every isolate and colo agrees and a drifting
+//! Worker clock can never extend a lease. Tests swap in a manual clock whose
+//! value is spliced into the same SQL as a literal, so time-based cases run
+//! instantly and deterministically through exactly the same statements.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+/// SQL expression for the database's current time in epoch milliseconds.
+const DATABASE_NOW: &str = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
+
+/// Placeholder for `now` inside the engine's SQL templates.
+pub const NOW: &str = "{now}";
+
+#[derive(Debug, Clone, Default)]
+pub enum Clock {
+    /// The database decides (production).
+    #[default]
+    Database,
+    /// A settable clock for tests and benchmarks.
+    Manual(Arc<AtomicI64>),
+}
+
+impl Clock {
+    /// A manual clock starting at `start_ms`.
+    pub fn manual(start_ms: i64) -> Self {
+        Clock::Manual(Arc::new(AtomicI64::new(start_ms)))
+    }
+
+    /// Moves a manual clock forward (or back) by `delta_ms`; no-op otherwise.
+    pub fn advance(&self, delta_ms: i64) {
+        if let Clock::Manual(now) = self {
+            now.fetch_add(delta_ms, Ordering::SeqCst);
+        }
+    }
+
+    /// The current value of a manual clock; `None` for the database clock.
+    pub fn manual_now(&self) -> Option<i64> {
+        match self {
+            Clock::Manual(now) => Some(now.load(Ordering::SeqCst)),
+            Clock::Database => None,
+        }
+    }
+
+    /// Expands the `{now}` placeholders of an SQL template.
+    pub fn sql(&self, template: &str) -> String {
+        match self {
+            Clock::Database => template.replace(NOW, DATABASE_NOW),
+            Clock::Manual(now) => template.replace(NOW, &now.load(Ordering::SeqCst).to_string()),
+        }
+    }
+}

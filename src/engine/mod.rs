@@ -1,0 +1,149 @@
+//! Queue semantics as SQL. Every RPC is one [`Program`] run as one database
+//! round trip; time is decided by the [`Clock`] inside the SQL; the engine
+//! performs no I/O of its own beyond the store it is given.
+
+mod clock;
+mod maintenance;
+mod queues;
+mod receive;
+mod send;
+mod settle;
+mod stats;
+
+pub use clock::Clock;
+pub use queues::{QueueConfigInput, QueueSummary};
+pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};
+pub use send::{OutgoingMessage, SendRequest};
+pub use settle::SettleRequest;
+pub use stats::QueueStats;
+
+use crate::store::{RunError, Store, StoreError, Transport};
+
+/// Every way an RPC can fail, in domain terms. The wire layer owns the
+/// mapping to status codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    InvalidArgument(String),
+    QueueNotFound,
+    LockLost,
+    DedupConflict,
+    GroupRequired,
+    NameConflict(String),
+    MessageTooLarge {
+        size: usize,
+        cap: usize,
+    },
+    /// The CSPRNG failed: never fall back to a weak token.
+    Entropy(String),
+    Store(StoreError),
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        EngineError::Store(e)
+    }
+}
+
+impl From<crate::store::RowError> for EngineError {
+    fn from(e: crate::store::RowError) -> Self {
+        EngineError::Store(e.into())
+    }
+}
+
+/// Caps and defaults that a deployment may tune.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest accepted message body (`MQLITE_MAX_MESSAGE_BYTES`).
+    pub max_message_bytes: usize,
+    /// Cumulative body bytes one Receive/Peek returns before stopping early
+    /// (always at least one message). Lower than the reference's 32 MiB:
+    /// base64 inflates bodies 4/3 inside a 128 MB isolate.
+    pub response_budget_bytes: i64,
+    /// Database requests one long-polling Receive may spend (Workers Free
+    /// allows 50 subrequests per request).
+    pub poll_max_requests: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 1_048_576,
+            response_budget_bytes: 8 * 1_048_576,
+            poll_max_requests: 40,
+        }
+    }
+}
+
+/// The queue engine over one database.
+pub struct Engine<T> {
+    store: Store<T>,
+    clock: Clock,
+    limits: Limits,
+}
+
+impl<T: Transport> Engine<T> {
+    pub fn new(transport: T, clock: Clock, limits: Limits) -> Self {
+        Engine {
+            store: Store::new(transport),
+            clock,
+            limits,
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn store(&self) -> &Store<T> {
+        &self.store
+    }
+
+    /// Expands `{now}` in an SQL template with this engine's clock.
+    fn sql(&self, template: &str) -> String {
+        self.clock.sql(template)
+    }
+}
+
+/// Maps a run failure whose guards the caller did not expect.
+fn unexpected(e: RunError) -> EngineError {
+    match e {
+        RunError::Store(e) => EngineError::Store(e),
+        RunError::Rejected(step) => EngineError::Store(StoreError::Failed(format!(
+            "unexpected guard at step {}",
+            step.0
+        ))),
+    }
+}
+
+/// `n` random bytes from the platform CSPRNG as lowercase hex.
+pub fn random_hex(n: usize) -> Result<String, EngineError> {
+    let mut bytes = vec![0u8; n];
+    getrandom::getrandom(&mut bytes).map_err(|e| EngineError::Entropy(e.to_string()))?;
+    Ok(hex(&bytes))
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// Rejects an empty queue name before any lookup (decisions.md #1).
+fn require_name(name: &str) -> Result<(), EngineError> {
+    if name.is_empty() {
+        Err(EngineError::InvalidArgument(
+            "queue name is required".into(),
+        ))
+    } else {
+        Ok(())
+    }
+}

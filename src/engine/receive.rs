@@ -1,0 +1,339 @@
+//! Receive (semantics §8): claim in one statement, idempotent attempt
+//! replay, receive-and-delete, and bounded long-polling.
+
+use std::future::Future;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use super::{random_hex, require_name, unexpected, Engine, EngineError};
+use crate::store::{Committed, Program, Row, StepId, Transport};
+
+/// Hard caps of the wire contract.
+const MAX_MESSAGES: i64 = 256;
+const MAX_WAIT_MS: i64 = 20_000;
+/// Long-poll back-off: start fast so a wake-up early in the wait is seen
+/// quickly, then stretch so a long wait fits the request budget.
+const FIRST_POLL_DELAY_MS: u64 = 50;
+const MAX_POLL_DELAY_MS: u64 = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReceiveMode {
+    #[default]
+    PeekLock,
+    ReceiveAndDelete,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiveRequest {
+    pub queue: String,
+    pub max_messages: i64,
+    pub wait_time_ms: i64,
+    pub mode: ReceiveMode,
+    pub attempt_id: String,
+}
+
+/// A claimed message in the Receive output shape.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ReceivedMessage {
+    pub seq_number: i64,
+    /// Standard padded base64.
+    #[serde(skip)]
+    pub body_base64: String,
+    pub message_id: Option<String>,
+    pub group_id: Option<String>,
+    pub correlation_id: Option<String>,
+    pub reply_to: Option<String>,
+    pub subject: Option<String>,
+    pub content_type: Option<String>,
+    /// JSON object text, `None` when there are no properties.
+    #[serde(skip)]
+    pub properties: Option<String>,
+    pub delivery_count: i64,
+    pub enqueued_at_ms: i64,
+    pub locked_until_ms: Option<i64>,
+    pub lock_token: Option<String>,
+}
+
+/// Waiting between polls, on the platform's timer. Elapsed time here only
+/// bounds the wait; it never decides message state.
+pub trait Waiter {
+    /// Milliseconds since the request started waiting.
+    fn elapsed_ms(&self) -> u64;
+    fn sleep(&self, millis: u64) -> impl Future<Output = ()>;
+}
+
+/// How many database requests a long poll made, for tests and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LongPoll {
+    pub attempts: u32,
+}
+
+/// The head-of-line rule (§8.2–8.3) for candidate `m`, as one EXISTS per
+/// state so each probe is an index seek. strict_fifo: any earlier
+/// locked/deferred/scheduled row blocks; otherwise only earlier rows of the
+/// same group do, and ungrouped rows are never blocked.
+const BLOCKED: &str = "\
+CASE (SELECT ordering_mode FROM queues WHERE name = ?1)
+WHEN 'strict_fifo' THEN
+  EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'locked' AND b.id < m.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'deferred' AND b.id < m.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'scheduled' AND b.id < m.id)
+ELSE m.group_id IS NOT NULL AND (
+  EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'locked' AND b.id < m.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id))
+END";
+
+/// The claim: a recursive walk that reproduces §8.4's iterative batch
+/// exactly — each step seeks the next claimable, unblocked row after the
+/// previous pick (ascending seq, on the (queue, state, id) index). In
+/// peek-lock mode a picked group blocks the rest of its group and
+/// strict_fifo stops after one; in receive-and-delete mode picked rows are
+/// gone, so they block nothing. The walk stops at `?2` messages or once the
+/// body budget `?4` is crossed (the crossing message is included). No row
+/// is picked while a live receive attempt `?5` exists (it is replayed).
+/// Each picked row takes its own CSPRNG token from the JSON array `?6`.
+const CLAIM: &str = "\
+WITH RECURSIVE
+pick(n, id, bytes, groups) AS (
+  SELECT 0, 0, 0, '[]'
+  WHERE EXISTS (SELECT 1 FROM queues WHERE name = ?1)
+    AND NOT EXISTS (SELECT 1 FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?5 AND expires_at > {now})
+  UNION ALL
+  SELECT p.n + 1, c.id, p.bytes + length(c.body),
+    CASE WHEN c.group_id IS NULL OR ?3 = 1 THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
+  FROM pick p JOIN messages c ON c.id = (
+    SELECT m.id FROM messages m
+    WHERE m.queue = ?1 AND m.state = 'active' AND m.id > p.id
+      AND (m.expires_at = 0 OR m.expires_at > {now})
+      AND NOT (BLOCKED)
+      AND (?3 = 1 OR m.group_id IS NULL
+           OR NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = m.group_id))
+    ORDER BY m.id LIMIT 1)
+  WHERE p.n < ?2 AND p.bytes < ?4
+    AND (?3 = 1 OR p.n = 0 OR (SELECT ordering_mode FROM queues WHERE name = ?1) <> 'strict_fifo')
+),
+picked AS MATERIALIZED (SELECT n, id FROM pick WHERE n > 0)
+UPDATE messages SET
+  state = 'locked',
+  delivery_count = delivery_count + 1,
+  lock_token = json_extract(?6, '$[' || (picked.n - 1) || ']'),
+  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
+FROM picked WHERE messages.id = picked.id
+RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
+  messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
+  messages.properties, messages.delivery_count, messages.enqueued_at,
+  messages.locked_until, messages.lock_token";
+
+const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+
+/// A live attempt record: the exact earlier answer.
+const FIND_ATTEMPT: &str = "\
+SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}";
+
+/// Records this claim's exact answer under the attempt id, if it claimed
+/// anything; receive-and-delete answers carry no token or lease.
+const RECORD_ATTEMPT: &str = "\
+INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
+SELECT ?1, ?2, response, {now},
+  {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
+FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
+  SELECT json_object('seq_number', m.id, 'body', hex(m.body), 'message_id', m.message_id,
+    'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
+    'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
+    'delivery_count', m.delivery_count, 'enqueued_at_ms', m.enqueued_at,
+    'locked_until_ms', CASE WHEN ?4 = 1 THEN NULL ELSE m.locked_until END,
+    'lock_token', CASE WHEN ?4 = 1 THEN NULL ELSE m.lock_token END) AS r
+  FROM json_each(?3) t JOIN messages m ON m.lock_token = t.value ORDER BY m.id))
+WHERE claimed > 0";
+
+/// Receive-and-delete: the claimed rows go in the same transaction.
+const DELETE_CLAIMED: &str = "\
+DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
+RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count, enqueued_at";
+
+/// The steps of one claim attempt.
+struct ClaimSteps {
+    exists: StepId,
+    replay: Option<StepId>,
+    claim: StepId,
+    deleted: Option<StepId>,
+}
+
+impl<T: Transport> Engine<T> {
+    /// Claims up to `max_messages`, long-polling for up to `wait_time_ms`.
+    pub async fn receive(
+        &self,
+        request: &ReceiveRequest,
+        waiter: &impl Waiter,
+    ) -> Result<(Vec<ReceivedMessage>, LongPoll), EngineError> {
+        require_name(&request.queue)?;
+        let max = request.max_messages.clamp(1, MAX_MESSAGES);
+        let wait = request.wait_time_ms.clamp(0, MAX_WAIT_MS) as u64;
+        let cap = self.limits.poll_max_requests.max(1);
+        let mut poll = LongPoll::default();
+        let mut delay = FIRST_POLL_DELAY_MS;
+        loop {
+            let claimed = self.claim_once(request, max).await?;
+            poll.attempts += 1;
+            let elapsed = waiter.elapsed_ms();
+            if !claimed.is_empty() || elapsed >= wait {
+                return Ok((claimed, poll));
+            }
+            let remaining = wait - elapsed;
+            let requests_left = u64::from(cap.saturating_sub(poll.attempts));
+            if requests_left == 0 {
+                return Ok((claimed, poll));
+            }
+            // Keep the last request for the final attempt at the deadline,
+            // and never poll faster than the budget allows.
+            let pause = if requests_left == 1 {
+                remaining
+            } else {
+                delay.max(remaining / requests_left).min(remaining)
+            };
+            waiter.sleep(pause).await;
+            delay = (delay * 8 / 5).min(MAX_POLL_DELAY_MS);
+        }
+    }
+
+    /// One claim attempt: housekeeping, replay lookup, claim — one round trip.
+    async fn claim_once(
+        &self,
+        request: &ReceiveRequest,
+        max: i64,
+    ) -> Result<Vec<ReceivedMessage>, EngineError> {
+        let queue = request.queue.as_str();
+        let delete = request.mode == ReceiveMode::ReceiveAndDelete;
+        let tokens = (0..max)
+            .map(|_| random_hex(16))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tokens = serde_json::to_string(&tokens).unwrap_or_default();
+
+        let mut program = Program::write();
+        self.housekeeping(&mut program, queue);
+        let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
+        let attempt = request.attempt_id.as_str();
+        let replay = (!attempt.is_empty())
+            .then(|| program.step(self.sql(FIND_ATTEMPT), vec![queue.into(), attempt.into()]));
+        let claim = program.step(
+            self.sql(&CLAIM.replace("BLOCKED", BLOCKED)),
+            vec![
+                queue.into(),
+                max.into(),
+                i64::from(delete).into(),
+                self.limits.response_budget_bytes.into(),
+                attempt.into(),
+                tokens.as_str().into(),
+            ],
+        );
+        if !attempt.is_empty() {
+            program.step(
+                self.sql(RECORD_ATTEMPT),
+                vec![
+                    queue.into(),
+                    attempt.into(),
+                    tokens.as_str().into(),
+                    i64::from(delete).into(),
+                ],
+            );
+        }
+        let deleted = delete.then(|| program.step(DELETE_CLAIMED, vec![tokens.as_str().into()]));
+        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        read_claim(
+            &committed,
+            ClaimSteps {
+                exists,
+                replay,
+                claim,
+                deleted,
+            },
+        )
+    }
+}
+
+fn read_claim(
+    committed: &Committed,
+    steps: ClaimSteps,
+) -> Result<Vec<ReceivedMessage>, EngineError> {
+    if committed.first_row(steps.exists).is_none() {
+        return Err(EngineError::QueueNotFound);
+    }
+    if let Some(row) = steps.replay.and_then(|s| committed.first_row(s)) {
+        return replayed(row.text(0)?);
+    }
+    let source = steps.deleted.unwrap_or(steps.claim);
+    let with_lease = steps.deleted.is_none();
+    let mut messages = committed
+        .rows(source)
+        .map(|row| received(&row, with_lease))
+        .collect::<Result<Vec<_>, EngineError>>()?;
+    messages.sort_by_key(|m| m.seq_number);
+    Ok(messages)
+}
+
+fn received(row: &Row, with_lease: bool) -> Result<ReceivedMessage, EngineError> {
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    Ok(ReceivedMessage {
+        seq_number: row.int(0)?,
+        body_base64: row.blob_base64(1)?,
+        message_id: owned(row.opt_text(2)?),
+        group_id: owned(row.opt_text(3)?),
+        correlation_id: owned(row.opt_text(4)?),
+        reply_to: owned(row.opt_text(5)?),
+        subject: owned(row.opt_text(6)?),
+        content_type: owned(row.opt_text(7)?),
+        properties: owned(row.opt_text(8)?),
+        delivery_count: row.int(9)?,
+        enqueued_at_ms: row.int(10)?,
+        locked_until_ms: if with_lease { Some(row.int(11)?) } else { None },
+        lock_token: if with_lease {
+            owned(row.opt_text(12)?)
+        } else {
+            None
+        },
+    })
+}
+
+/// One message of a recorded attempt (body as hex, properties as an object).
+#[derive(Deserialize)]
+struct Recorded {
+    #[serde(flatten)]
+    message: ReceivedMessage,
+    body: String,
+    properties: Option<serde_json::Value>,
+}
+
+fn replayed(response: &str) -> Result<Vec<ReceivedMessage>, EngineError> {
+    let recorded: Vec<Recorded> = serde_json::from_str(response).map_err(|e| {
+        EngineError::Store(crate::store::StoreError::Failed(format!(
+            "unreadable receive attempt record: {e}"
+        )))
+    })?;
+    let mut messages = Vec::with_capacity(recorded.len());
+    for r in recorded {
+        let bytes = unhex(&r.body).ok_or_else(|| {
+            EngineError::Store(crate::store::StoreError::Failed(
+                "receive attempt record has a malformed body".into(),
+            ))
+        })?;
+        let mut message = r.message;
+        message.body_base64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        message.properties = r.properties.map(|p| p.to_string());
+        messages.push(message);
+    }
+    messages.sort_by_key(|m| m.seq_number);
+    Ok(messages)
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! HTTP routing, authentication, caps and error responses, on plain request
+//! and response types so the whole pipeline runs natively in tests. The
+//! Worker shell only converts `worker::Request`/`Response` to these.
+//!
+//! Check order (wire §1.2): CORS preflight → open paths → authentication →
+//! route lookup → permission → method → body cap → strict decoding → handler.
+
+mod auth;
+mod card;
+mod config;
+mod routes;
+mod rpc;
+
+pub use auth::{Permission, Principal};
+pub use config::{AuthMode, Config};
+pub use routes::{Rpc, ROUTES};
+
+use std::future::Future;
+
+use crate::engine::{Clock, Engine, Waiter};
+use crate::store::Transport;
+use crate::wire::{ApiError, ErrorCode};
+
+/// The parts of a request the broker looks at.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Header names in any case; repeated headers appear repeatedly.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    fn json(status: u16, body: String) -> Self {
+        Response {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: body.into_bytes(),
+        }
+    }
+
+    fn error(error: &ApiError) -> Self {
+        Self::json(error.status(), error.body())
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A request body that is read only once the checks before it passed, and
+/// never past `cap` bytes.
+pub trait Body {
+    fn read(self, cap: usize) -> impl Future<Output = Result<Vec<u8>, ApiError>>;
+}
+
+impl Body for Vec<u8> {
+    async fn read(self, cap: usize) -> Result<Vec<u8>, ApiError> {
+        if self.len() > cap {
+            Err(body_too_large(cap))
+        } else {
+            Ok(self)
+        }
+    }
+}
+
+pub fn body_too_large(cap: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::MessageTooLarge,
+        format!("request body over {cap} bytes"),
+    )
+}
+
+/// The broker for one request: configuration plus an engine over a
+/// database transport.
+pub struct Service<T> {
+    config: Result<Config, String>,
+    engine: Engine<T>,
+}
+
+impl<T: Transport> Service<T> {
+    /// A configuration error is kept and answered as 500 on every RPC,
+    /// never by serving with a weaker configuration.
+    pub fn new(config: Result<Config, String>, transport: T, clock: Clock) -> Self {
+        let limits = config
+            .as_ref()
+            .map(|c| c.limits.clone())
+            .unwrap_or_default();
+        Service {
+            config,
+            engine: Engine::new(transport, clock, limits),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine<T> {
+        &self.engine
+    }
+
+    pub async fn handle(
+        &self,
+        request: &Request,
+        body: impl Body,
+        waiter: &impl Waiter,
+    ) -> Response {
+        let cors = self.config.as_ref().ok().and_then(|c| c.cors.clone());
+        let mut response = if request.method == "OPTIONS" && cors.is_some() {
+            preflight()
+        } else {
+            self.route(request, body, waiter).await
+        };
+        if let Some(origin) = cors {
+            if origin != "*" {
+                response.headers.push(("Vary".into(), "Origin".into()));
+            }
+            response
+                .headers
+                .push(("Access-Control-Allow-Origin".into(), origin));
+        }
+        response
+    }
+
+    async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
+        let path = request.path.as_str();
+        let config = match &self.config {
+            Ok(config) => config,
+            Err(_) if path == "/healthz" => return healthz(),
+            Err(message) => {
+                return Response::error(&ApiError::new(
+                    ErrorCode::Internal,
+                    format!("invalid configuration: {message}"),
+                ))
+            }
+        };
+        match path {
+            "/" => return Response::json(200, card::discovery_card(config.auth_enabled())),
+            "/healthz" => return healthz(),
+            // The console is not bundled: its open paths answer 404.
+            "/ui" => return Response::error(&ApiError::no_such_path(path)),
+            _ if path.starts_with("/ui/") => return Response::error(&ApiError::no_such_path(path)),
+            _ => {}
+        }
+        let principal =
+            match auth::authenticate(&config.auth, request.header_values("Authorization")) {
+                Ok(p) => p,
+                Err(e) => return Response::error(&e),
+            };
+        let Some(route) = routes::find(path) else {
+            return Response::error(&ApiError::no_such_path(path));
+        };
+        if !principal.may(route.permission) {
+            return Response::error(&ApiError::permission_denied());
+        }
+        if request.method != "POST" {
+            return Response::error(&ApiError::new(ErrorCode::Unimplemented, "POST required"));
+        }
+        let body = if rpc::reads_body(route.rpc) {
+            match body.read(config.max_request_bytes).await {
+                Ok(bytes) => bytes,
+                Err(e) => return Response::error(&e),
+            }
+        } else {
+            Vec::new()
+        };
+        match rpc::call(&self.engine, route.rpc, &body, waiter).await {
+            Ok(json) => Response::json(200, json),
+            Err(e) => Response::error(&e),
+        }
+    }
+}
+
+fn healthz() -> Response {
+    Response {
+        status: 200,
+        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        body: b"ok".to_vec(),
+    }
+}
+
+fn preflight() -> Response {
+    Response {
+        status: 204,
+        headers: vec![
+            (
+                "Access-Control-Allow-Methods".into(),
+                "GET, POST, OPTIONS".into(),
+            ),
+            (
+                "Access-Control-Allow-Headers".into(),
+                "Authorization, Content-Type".into(),
+            ),
+            ("Access-Control-Max-Age".into(), "86400".into()),
+        ],
+        body: Vec::new(),
+    }
+}

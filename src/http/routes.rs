@@ -1,0 +1,71 @@
+//! The route catalogue (wire §4): path, permission and handler of every RPC
+//! this build serves, in catalogue order. The discovery card lists exactly
+//! these paths, so adding an RPC here is what makes it served.
+
+use super::auth::Permission;
+
+/// Every RPC this build serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rpc {
+    Send,
+    Receive,
+    Complete,
+    Schedule,
+    Stats,
+    CreateQueue,
+    ListQueues,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub path: &'static str,
+    pub rpc: Rpc,
+    pub permission: Permission,
+}
+
+const fn route(path: &'static str, rpc: Rpc, permission: Permission) -> Route {
+    Route {
+        path,
+        rpc,
+        permission,
+    }
+}
+
+/// Served routes, in the order of the catalogue in wire §4.
+pub const ROUTES: &[Route] = &[
+    route("/mqlite.v1.QueueService/Send", Rpc::Send, Permission::Send),
+    route(
+        "/mqlite.v1.QueueService/Receive",
+        Rpc::Receive,
+        Permission::Listen,
+    ),
+    route(
+        "/mqlite.v1.QueueService/Complete",
+        Rpc::Complete,
+        Permission::Listen,
+    ),
+    route(
+        "/mqlite.v1.QueueService/Schedule",
+        Rpc::Schedule,
+        Permission::Send,
+    ),
+    route(
+        "/mqlite.v1.QueueService/Stats",
+        Rpc::Stats,
+        Permission::Listen,
+    ),
+    route(
+        "/mqlite.v1.AdminService/CreateQueue",
+        Rpc::CreateQueue,
+        Permission::Manage,
+    ),
+    route(
+        "/mqlite.v1.AdminService/ListQueues",
+        Rpc::ListQueues,
+        Permission::Manage,
+    ),
+];
+
+pub fn find(path: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.path == path)
+}

@@ -1,0 +1,69 @@
+//! One function per RPC: decode the wire request, call the engine, encode
+//! the wire response. Handlers stay short; errors convert through the wire
+//! error table.
+
+use serde::Serialize;
+
+use super::routes::Rpc;
+use crate::engine::{Engine, Waiter};
+use crate::store::Transport;
+use crate::wire::admin::{CreateQueueRequest, Empty, ListQueuesResponse};
+use crate::wire::queue::{
+    OkResponse, ReceiveRequest, ReceiveResponse, SendRequest, SendResponse, SettleRequest,
+    StatsRequest, StatsResponse,
+};
+use crate::wire::{decode, ApiError};
+
+/// RPCs that take no request object: their body is never read [quirk].
+pub fn reads_body(rpc: Rpc) -> bool {
+    !matches!(rpc, Rpc::ListQueues)
+}
+
+pub async fn call<T: Transport>(
+    engine: &Engine<T>,
+    rpc: Rpc,
+    body: &[u8],
+    waiter: &impl Waiter,
+) -> Result<String, ApiError> {
+    match rpc {
+        Rpc::Send | Rpc::Schedule => {
+            let request: SendRequest = decode(body)?;
+            let seq_numbers = engine.send(&request.into()).await?;
+            json(&SendResponse { seq_numbers })
+        }
+        Rpc::Receive => {
+            let request: ReceiveRequest = decode(body)?;
+            let (messages, _) = engine.receive(&request.into(), waiter).await?;
+            json(&ReceiveResponse {
+                messages: messages.into_iter().map(Into::into).collect(),
+            })
+        }
+        Rpc::Complete => {
+            let request: SettleRequest = decode(body)?;
+            engine.complete(&request.into()).await?;
+            json(&OkResponse { ok: true })
+        }
+        Rpc::Stats => {
+            let request: StatsRequest = decode(body)?;
+            let stats = engine.stats(&request.queue).await?;
+            json(&StatsResponse::from(stats))
+        }
+        Rpc::CreateQueue => {
+            let request: CreateQueueRequest = decode(body)?;
+            let config = request.config.unwrap_or_default().into();
+            engine.create_queue(&request.name, &config).await?;
+            json(&Empty {})
+        }
+        Rpc::ListQueues => {
+            let queues = engine.list_queues().await?;
+            json(&ListQueuesResponse {
+                queues: queues.into_iter().map(Into::into).collect(),
+            })
+        }
+    }
+}
+
+fn json(value: &impl Serialize) -> Result<String, ApiError> {
+    serde_json::to_string(value)
+        .map_err(|e| ApiError::new(crate::wire::ErrorCode::Internal, e.to_string()))
+}

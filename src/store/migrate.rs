@@ -1,0 +1,246 @@
+//! Schema migrations: numbered SQL files embedded in the binary, applied in
+//! order, each in one transaction that also advances `schema_version`.
+//!
+//! Concurrency: every migration runs under `BEGIN IMMEDIATE` and first checks
+//! that the recorded version is still the one it migrates from, so two
+//! isolates racing on a fresh database apply each migration exactly once.
+//! A database at a version newer than this build knows is refused untouched.
+
+use super::hrana::Value;
+use super::hrana::{Batch, BatchStep, Condition, PipelineRequest, Stmt, StreamRequest};
+use super::{Store, StoreError, Transport};
+
+/// One migration file.
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. Versions are consecutive from 1.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init.sql",
+    sql: include_str!("../../migrations/0001_init.sql"),
+}];
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+/// What [`ensure_schema`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    pub from: i64,
+    pub to: i64,
+}
+
+/// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one.
+pub async fn ensure_schema<T: Transport>(store: &Store<T>) -> Result<MigrationReport, StoreError> {
+    let from = current_version(store).await?;
+    let mut version = from;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for migration in MIGRATIONS {
+        if migration.version <= version {
+            continue;
+        }
+        apply(store, migration).await?;
+        // Re-read: another isolate may have applied it (and more) meanwhile.
+        version = current_version(store).await?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+    }
+    Ok(MigrationReport { from, to: version })
+}
+
+/// The recorded version; 0 for a database that has never been migrated.
+async fn current_version<T: Transport>(store: &Store<T>) -> Result<i64, StoreError> {
+    let batch = Batch {
+        steps: vec![step(
+            "SELECT coalesce((SELECT max(version) FROM schema_version), 0)",
+            None,
+        )],
+    };
+    let result = store.send_raw(pipeline(batch), false).await?;
+    if let Some(Some(error)) = result.step_errors.first() {
+        if error.message.contains("no such table") {
+            return Ok(0);
+        }
+        return Err(StoreError::Failed(error.message.clone()));
+    }
+    let version = result
+        .step_results
+        .first()
+        .and_then(Option::as_ref)
+        .and_then(|r| r.rows.first())
+        .and_then(|row| row.first())
+        .cloned();
+    match version {
+        Some(Value::Integer { value }) => Ok(value),
+        other => Err(StoreError::Failed(format!(
+            "unreadable schema version: {other:?}"
+        ))),
+    }
+}
+
+async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<(), StoreError> {
+    let mut steps = vec![
+        step("BEGIN IMMEDIATE", None),
+        step(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT",
+            None,
+        ),
+        step(
+            "INSERT INTO schema_version (version) \
+             SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version)",
+            None,
+        ),
+        step(
+            &super::guard_sql(&format!(
+                "(SELECT max(version) FROM schema_version) <> {}",
+                migration.version - 1
+            )),
+            None,
+        ),
+    ];
+    for sql in split_statements(migration.sql) {
+        steps.push(step(&sql, None));
+    }
+    steps.push(step(
+        &format!("UPDATE schema_version SET version = {}", migration.version),
+        None,
+    ));
+    // Chain every step on its predecessor, then COMMIT or ROLLBACK.
+    for i in 1..steps.len() {
+        steps[i].condition = Some(Condition::Ok { step: i - 1 });
+    }
+    let commit = steps.len();
+    steps.push(step("COMMIT", Some(Condition::Ok { step: commit - 1 })));
+    steps.push(step(
+        "ROLLBACK",
+        Some(Condition::Not {
+            cond: Box::new(Condition::Ok { step: commit }),
+        }),
+    ));
+    let guard_index = 3;
+    let result = store.send_raw(pipeline(Batch { steps }), true).await?;
+    if result.step_results.get(commit).is_some_and(Option::is_some) {
+        return Ok(());
+    }
+    match result
+        .step_errors
+        .iter()
+        .enumerate()
+        .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+    {
+        // Someone else moved the version on first: not an error.
+        Some((i, _)) if i == guard_index => Ok(()),
+        Some((_, e)) if e.is_busy() => Ok(()),
+        Some((_, e)) => Err(StoreError::Failed(format!(
+            "migration {} failed: {}",
+            migration.name, e.message
+        ))),
+        None => Err(StoreError::Failed(format!(
+            "migration {} did not commit",
+            migration.name
+        ))),
+    }
+}
+
+fn step(sql: &str, condition: Option<Condition>) -> BatchStep {
+    BatchStep {
+        condition,
+        stmt: Stmt {
+            sql: sql.to_owned(),
+            args: Vec::new(),
+            want_rows: true,
+        },
+    }
+}
+
+fn pipeline(batch: Batch) -> String {
+    let request = PipelineRequest {
+        baton: None,
+        requests: vec![StreamRequest::Batch { batch }, StreamRequest::Close],
+    };
+    serde_json::to_string(&request).unwrap_or_default()
+}
+
+/// Splits a migration file into statements at top-level semicolons,
+/// skipping `--` comments and respecting quoted strings and identifiers.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let mut current = String::new();
+    let mut chars = sql.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                current.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    current.push(c);
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    for skipped in chars.by_ref() {
+                        if skipped == '\n' {
+                            current.push('\n');
+                            break;
+                        }
+                    }
+                }
+                ';' => {
+                    let statement = current.trim();
+                    if !statement.is_empty() {
+                        statements.push(statement.to_owned());
+                    }
+                    current.clear();
+                }
+                _ => current.push(c),
+            },
+        }
+    }
+    let tail = current.trim();
+    if !tail.is_empty() {
+        statements.push(tail.to_owned());
+    }
+    statements
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_top_level_semicolons_only() {
+        let sql =
+            "-- a; comment\nCREATE TABLE a (x TEXT DEFAULT ';');\n\nINSERT INTO a VALUES ('--');";
+        assert_eq!(
+            split_statements(sql),
+            vec![
+                "CREATE TABLE a (x TEXT DEFAULT ';')".to_owned(),
+                "INSERT INTO a VALUES ('--')".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.name);
+        }
+    }
+}

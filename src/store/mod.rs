@@ -1,0 +1,303 @@
+//! The store: runs one [`Program`] as one Hrana pipeline request, retries only
+//! what provably did not run, and classifies every other failure.
+//!
+//! Outcome rules (semantics §17):
+//! * a request that never left (`NotSent`) or a transaction the server rolled
+//!   back for contention (`SQLITE_BUSY`) is retried with back-off;
+//! * a read whose answer was lost is retried;
+//! * a write whose answer was lost is `OutcomeUnknown`, never retried;
+//! * a structured error from the server is a definite non-commit.
+
+pub mod hrana;
+pub mod migrate;
+mod program;
+mod rows;
+pub mod transport;
+
+pub use program::{guard_sql, Program, StepId};
+pub use rows::{Row, RowError};
+pub use transport::{HttpReply, Transport, TransportError};
+
+use hrana::{BatchResult, HranaError, PipelineRequest, PipelineResponse, StmtResult};
+use hrana::{StreamRequest, StreamResponse, StreamResult};
+use program::{Role, FIRST_STEP};
+
+/// Attempts per program for failures that provably did not apply.
+const MAX_ATTEMPTS: u32 = 5;
+/// Back-off unit between attempts (the reference uses 40 ms × attempt).
+const BACKOFF_MS: u32 = 40;
+
+/// Why a program did not commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The database could not be reached or refused the request; nothing
+    /// was applied.
+    Unavailable(String),
+    /// A write was sent but its answer was lost: it may or may not have
+    /// committed. Callers must reconcile, never blindly retry.
+    OutcomeUnknown(String),
+    /// The database ran the request and reported an error; nothing committed.
+    Failed(String),
+    /// The database holds a schema newer than this build: refused, untouched.
+    SchemaTooNew { found: i64, supported: i64 },
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Unavailable(m) => write!(f, "database unavailable: {m}"),
+            StoreError::OutcomeUnknown(m) => write!(f, "commit outcome unknown: {m}"),
+            StoreError::Failed(m) => write!(f, "database error: {m}"),
+            StoreError::SchemaTooNew { found, supported } => write!(
+                f,
+                "database schema version {found} is newer than this build supports ({supported}); \
+                 refusing to touch it: deploy a newer mqlite-edge"
+            ),
+        }
+    }
+}
+
+/// The result of running a program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// A guard fired: the transaction rolled back with this domain answer.
+    Rejected(StepId),
+    Store(StoreError),
+}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> Self {
+        RunError::Store(e)
+    }
+}
+
+/// The committed results of a program, read by [`StepId`].
+#[derive(Debug)]
+pub struct Committed {
+    results: Vec<Option<StmtResult>>,
+}
+
+impl Committed {
+    /// Rows returned by a statement (empty when it returned none).
+    pub fn rows(&self, step: StepId) -> impl Iterator<Item = Row<'_>> {
+        self.results
+            .get(FIRST_STEP + step.0)
+            .and_then(Option::as_ref)
+            .map(|r| r.rows.as_slice())
+            .unwrap_or(&[])
+            .iter()
+            .map(|values| Row::new(values))
+    }
+
+    /// The first row of a statement, if any.
+    pub fn first_row(&self, step: StepId) -> Option<Row<'_>> {
+        self.rows(step).next()
+    }
+
+    /// Rows changed by a statement without `RETURNING`.
+    pub fn affected(&self, step: StepId) -> u64 {
+        self.results
+            .get(FIRST_STEP + step.0)
+            .and_then(Option::as_ref)
+            .map_or(0, |r| r.affected_row_count)
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Done(Result<Committed, RunError>),
+    Retry(StoreError),
+    SchemaBehind,
+}
+
+/// A libSQL database reached over Hrana pipelines.
+pub struct Store<T> {
+    transport: T,
+}
+
+impl<T: Transport> Store<T> {
+    pub fn new(transport: T) -> Self {
+        Store { transport }
+    }
+
+    /// Runs a program as one pipeline request. Applies pending migrations
+    /// first if the database is behind (only then is there more than one
+    /// round trip), and retries only what provably did not apply.
+    pub async fn run(&self, program: &Program) -> Result<Committed, RunError> {
+        let body = encode(program);
+        let mut migrated = false;
+        let mut last = StoreError::Unavailable("no attempt made".into());
+        for attempt in 1..=MAX_ATTEMPTS {
+            match self.attempt(program, body.clone()).await {
+                Attempt::Done(result) => return result,
+                Attempt::Retry(error) => last = error,
+                Attempt::SchemaBehind if !migrated => {
+                    migrate::ensure_schema(self).await?;
+                    migrated = true;
+                    continue;
+                }
+                Attempt::SchemaBehind => {
+                    return Err(StoreError::Failed(
+                        "schema check still failing after migration".into(),
+                    )
+                    .into())
+                }
+            }
+            if attempt < MAX_ATTEMPTS {
+                self.transport.pause(BACKOFF_MS * attempt).await;
+            }
+        }
+        Err(last.into())
+    }
+
+    /// Sends a raw pipeline body, with the same transport classification
+    /// as [`Store::run`] but no schema check (used by migrations).
+    pub(crate) async fn send_raw(
+        &self,
+        body: String,
+        write: bool,
+    ) -> Result<BatchResult, StoreError> {
+        let mut last = StoreError::Unavailable("no attempt made".into());
+        for attempt in 1..=MAX_ATTEMPTS {
+            match self.exchange(body.clone(), write).await {
+                Ok(result) => return Ok(result),
+                Err(Retryable::Yes(e)) => last = e,
+                Err(Retryable::No(e)) => return Err(e),
+            }
+            if attempt < MAX_ATTEMPTS {
+                self.transport.pause(BACKOFF_MS * attempt).await;
+            }
+        }
+        Err(last)
+    }
+
+    async fn attempt(&self, program: &Program, body: String) -> Attempt {
+        let result = match self.exchange(body, program.write).await {
+            Ok(result) => result,
+            Err(Retryable::Yes(e)) => return Attempt::Retry(e),
+            Err(Retryable::No(e)) => return Attempt::Done(Err(e.into())),
+        };
+        classify(program, result)
+    }
+
+    /// One HTTP exchange, parsed down to the batch result.
+    async fn exchange(&self, body: String, write: bool) -> Result<BatchResult, Retryable> {
+        let reply = match self.transport.send_pipeline(body).await {
+            Ok(reply) => reply,
+            Err(TransportError::NotSent(m)) => {
+                return Err(Retryable::Yes(StoreError::Unavailable(m)))
+            }
+            Err(TransportError::AnswerLost(m)) if write => {
+                return Err(Retryable::No(StoreError::OutcomeUnknown(m)))
+            }
+            Err(TransportError::AnswerLost(m)) => {
+                return Err(Retryable::Yes(StoreError::Unavailable(m)))
+            }
+        };
+        if reply.status != 200 {
+            return Err(classify_status(reply, write));
+        }
+        let parsed: PipelineResponse = match serde_json::from_slice(&reply.body) {
+            Ok(p) => p,
+            Err(e) if write => {
+                return Err(Retryable::No(StoreError::OutcomeUnknown(format!(
+                    "unreadable pipeline answer: {e}"
+                ))))
+            }
+            Err(e) => {
+                return Err(Retryable::Yes(StoreError::Unavailable(format!(
+                    "unreadable pipeline answer: {e}"
+                ))))
+            }
+        };
+        match parsed.results.into_iter().next() {
+            Some(StreamResult::Ok {
+                response: StreamResponse::Batch { result },
+            }) => Ok(result),
+            Some(StreamResult::Error { error }) => {
+                Err(Retryable::No(StoreError::Failed(error.message)))
+            }
+            _ => Err(Retryable::No(StoreError::Failed(
+                "pipeline answer without a batch result".into(),
+            ))),
+        }
+    }
+}
+
+enum Retryable {
+    Yes(StoreError),
+    No(StoreError),
+}
+
+fn encode(program: &Program) -> String {
+    let request = PipelineRequest {
+        baton: None,
+        requests: vec![
+            StreamRequest::Batch {
+                batch: program.to_batch(),
+            },
+            StreamRequest::Close,
+        ],
+    };
+    // Serializing plain owned data cannot fail; an empty body would be
+    // rejected by the server as a definite non-commit.
+    serde_json::to_string(&request).unwrap_or_default()
+}
+
+/// A non-200 answer. Gateways (502/503/504) may have passed the request on,
+/// so for a write they leave the outcome unknown; anything else is the
+/// database (or its auth) refusing the request before running it.
+fn classify_status(reply: HttpReply, write: bool) -> Retryable {
+    let text = String::from_utf8_lossy(&reply.body);
+    let detail = format!(
+        "HTTP {}: {}",
+        reply.status,
+        text.chars().take(200).collect::<String>()
+    );
+    match reply.status {
+        502..=504 if write => Retryable::No(StoreError::OutcomeUnknown(detail)),
+        502..=504 | 429 => Retryable::Yes(StoreError::Unavailable(detail)),
+        _ => Retryable::No(StoreError::Unavailable(detail)),
+    }
+}
+
+fn classify(program: &Program, result: BatchResult) -> Attempt {
+    let BatchResult {
+        step_results,
+        step_errors,
+    } = result;
+    let commit = program.commit_index();
+    if step_results.get(commit).is_some_and(Option::is_some) {
+        return Attempt::Done(Ok(Committed {
+            results: step_results,
+        }));
+    }
+    let Some((index, error)) = step_errors
+        .iter()
+        .enumerate()
+        .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+    else {
+        return Attempt::Done(Err(
+            StoreError::Failed("transaction did not commit".into()).into()
+        ));
+    };
+    if error.is_busy() {
+        return Attempt::Retry(StoreError::Unavailable(error.message.clone()));
+    }
+    if index == 1 {
+        return Attempt::SchemaBehind;
+    }
+    match index
+        .checked_sub(FIRST_STEP)
+        .and_then(|i| program.steps.get(i).map(|s| (i, s)))
+    {
+        Some((i, step)) if step.role == Role::Guard => {
+            Attempt::Done(Err(RunError::Rejected(StepId(i))))
+        }
+        _ => Attempt::Done(Err(failed(error).into())),
+    }
+}
+
+fn failed(error: &HranaError) -> StoreError {
+    StoreError::Failed(error.message.clone())
+}

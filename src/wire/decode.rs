@@ -1,0 +1,61 @@
+//! Strict request decoding (wire §1.3): exactly one JSON object, no unknown
+//! members, `null` means the zero value, byte fields are padded standard
+//! base64.
+
+use std::collections::BTreeMap;
+
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
+
+use super::ApiError;
+
+/// Standard alphabet, padding required; trailing bits tolerated as Go does.
+const STRICT_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical)
+        .with_decode_allow_trailing_bits(true),
+);
+
+/// Decodes a request body into `T`; any failure is `400 invalid_argument`.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
+}
+
+/// `null` or absent → the type's zero value; wrong types still fail.
+pub fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A base64 byte field: padded standard base64; embedded CR/LF tolerated.
+pub fn base64_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    let text = text.unwrap_or_default();
+    let cleaned: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+    STRICT_BASE64
+        .decode(cleaned.as_bytes())
+        .map_err(|e| D::Error::custom(format!("illegal base64 data: {e}")))
+}
+
+/// `properties`: string values only; a `null` value reads as "".
+pub fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let map: Option<BTreeMap<String, Option<String>>> = Option::deserialize(d)?;
+    Ok(map
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or_default()))
+        .collect())
+}
+
+/// Encodes bytes as padded standard base64 (the only output form).
+pub fn encode_base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

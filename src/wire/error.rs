@@ -1,0 +1,169 @@
+//! The error table (wire §7): every error code, its HTTP status, and the
+//! one mapping from engine errors. Nothing else in the crate picks a status.
+
+use serde::Serialize;
+
+use crate::engine::EngineError;
+use crate::store::StoreError;
+
+/// Every error code of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidArgument,
+    GroupRequired,
+    Unauthenticated,
+    PermissionDenied,
+    NotFound,
+    Unimplemented,
+    AlreadyExists,
+    NameConflict,
+    KeyConflict,
+    LockLost,
+    QueueChanged,
+    QueueNotEmpty,
+    MessageTooLarge,
+    Canceled,
+    Internal,
+    OutcomeUnknown,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::GroupRequired => "group_required",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Unimplemented => "unimplemented",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::NameConflict => "name_conflict",
+            ErrorCode::KeyConflict => "key_conflict",
+            ErrorCode::LockLost => "lock_lost",
+            ErrorCode::QueueChanged => "queue_changed",
+            ErrorCode::QueueNotEmpty => "queue_not_empty",
+            ErrorCode::MessageTooLarge => "message_too_large",
+            ErrorCode::Canceled => "canceled",
+            ErrorCode::Internal => "internal",
+            ErrorCode::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidArgument | ErrorCode::GroupRequired => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::Unimplemented => 405,
+            ErrorCode::AlreadyExists
+            | ErrorCode::NameConflict
+            | ErrorCode::KeyConflict
+            | ErrorCode::LockLost
+            | ErrorCode::QueueChanged
+            | ErrorCode::QueueNotEmpty => 409,
+            ErrorCode::MessageTooLarge => 413,
+            ErrorCode::Canceled => 499,
+            ErrorCode::Internal => 500,
+            ErrorCode::OutcomeUnknown => 503,
+        }
+    }
+}
+
+/// An error answer: `{"code": …, "message": …}` with the code's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    pub fn unauthenticated() -> Self {
+        Self::new(
+            ErrorCode::Unauthenticated,
+            "missing or invalid Bearer token",
+        )
+    }
+
+    pub fn permission_denied() -> Self {
+        Self::new(
+            ErrorCode::PermissionDenied,
+            "access key lacks the required permission",
+        )
+    }
+
+    pub fn no_such_path(path: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("no such path: {path}"))
+    }
+
+    pub fn status(&self) -> u16 {
+        self.code.status()
+    }
+
+    /// The JSON envelope.
+    pub fn body(&self) -> String {
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            code: &'a str,
+            message: &'a str,
+        }
+        serde_json::to_string(&Envelope {
+            code: self.code.as_str(),
+            message: &self.message,
+        })
+        .unwrap_or_default()
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::InvalidArgument(m) => ApiError::invalid(m),
+            EngineError::QueueNotFound => {
+                ApiError::new(ErrorCode::NotFound, "mqlite: queue not found")
+            }
+            EngineError::LockLost => {
+                ApiError::new(ErrorCode::LockLost, "mqlite: lock lost or already settled")
+            }
+            EngineError::DedupConflict => ApiError::new(
+                ErrorCode::AlreadyExists,
+                "mqlite: dedup conflict (same id, different body)",
+            ),
+            EngineError::GroupRequired => ApiError::new(
+                ErrorCode::GroupRequired,
+                "mqlite: group id required for group_fifo queue",
+            ),
+            EngineError::NameConflict(m) => ApiError::new(ErrorCode::NameConflict, m),
+            EngineError::MessageTooLarge { size, cap } => ApiError::new(
+                ErrorCode::MessageTooLarge,
+                format!("mqlite: message body exceeds max size: {size} > {cap} bytes"),
+            ),
+            EngineError::Entropy(m) => ApiError::new(
+                ErrorCode::Internal,
+                format!("random source unavailable: {m}"),
+            ),
+            EngineError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let code = match e {
+            StoreError::OutcomeUnknown(_) => ErrorCode::OutcomeUnknown,
+            _ => ErrorCode::Internal,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}

@@ -1,0 +1,10 @@
+//! The JSON contract: request/response shapes (serde, one source of truth)
+//! and the error-code table. Converts between wire shapes and engine types.
+
+pub mod admin;
+mod decode;
+mod error;
+pub mod queue;
+
+pub use decode::{decode, encode_base64};
+pub use error::{ApiError, ErrorCode};

@@ -1,0 +1,235 @@
+//! The Cloudflare Worker entry point: converts `worker` types to the plain
+//! [`crate::http`] types and back, and implements the platform seams
+//! (database fetch with a timeout, timers). Nothing clever lives here.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+use worker::{
+    event, AbortController, Context, Date, Delay, Env, Fetch, Headers, Method, Request,
+    RequestInit, Response,
+};
+
+use crate::engine::{Clock, Waiter};
+use crate::http::{self, body_too_large, Config, Service};
+use crate::store::{HttpReply, Transport, TransportError};
+use crate::wire::ApiError;
+
+/// Default bound on one database request.
+const DEFAULT_DB_TIMEOUT_MS: u64 = 10_000;
+
+#[event(start)]
+fn start() {
+    // A panic must leave a readable trace, not a silently poisoned isolate.
+    console_error_panic_hook::set_once();
+}
+
+#[event(fetch)]
+async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let waiter = WorkerWaiter::start();
+    let lookup = |name: &str| {
+        env.secret(name)
+            .map(|s| s.to_string())
+            .or_else(|_| env.var(name).map(|v| v.to_string()))
+            .ok()
+    };
+    let (config, transport) = match (Config::from_vars(&lookup), DatabaseFetch::from_env(&lookup)) {
+        (Ok(config), Ok(transport)) => (Ok(config), transport),
+        (Err(e), _) | (_, Err(e)) => (Err(e), DatabaseFetch::unconfigured()),
+    };
+    if matches!(&config, Ok(c) if c.auth == http::AuthMode::On { admin_tokens: vec![] }) {
+        worker::console_warn!(
+            "MQLITE_TOKENS is not set: authentication is on with no administrator token, so \
+             every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
+        );
+    }
+    let service = Service::new(config, transport, Clock::Database);
+    let request = http::Request {
+        method: req.method().to_string(),
+        path: req.path(),
+        headers: req.headers().entries().collect(),
+    };
+    let content_length = req
+        .headers()
+        .get("Content-Length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<usize>().ok());
+    let body = WorkerBody {
+        request: &mut req,
+        content_length,
+    };
+    let response = service.handle(&request, body, &waiter).await;
+    to_worker_response(response)
+}
+
+fn to_worker_response(response: http::Response) -> worker::Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in &response.headers {
+        headers.append(name, value)?;
+    }
+    let out = if response.body.is_empty() {
+        Response::empty()?
+    } else {
+        Response::from_bytes(response.body)?
+    };
+    Ok(out.with_status(response.status).with_headers(headers))
+}
+
+/// Reads the request body only after routing and auth passed, refusing an
+/// oversized one by its declared length before reading it.
+struct WorkerBody<'a> {
+    request: &'a mut Request,
+    content_length: Option<usize>,
+}
+
+impl http::Body for WorkerBody<'_> {
+    async fn read(self, cap: usize) -> Result<Vec<u8>, ApiError> {
+        if self.content_length.is_some_and(|n| n > cap) {
+            return Err(body_too_large(cap));
+        }
+        let bytes = self
+            .request
+            .bytes()
+            .await
+            .map_err(|e| ApiError::invalid(format!("unreadable request body: {e}")))?;
+        if bytes.len() > cap {
+            return Err(body_too_large(cap));
+        }
+        Ok(bytes)
+    }
+}
+
+/// Long-poll timing on the Worker clock (which advances across I/O).
+struct WorkerWaiter {
+    started_ms: u64,
+}
+
+impl WorkerWaiter {
+    fn start() -> Self {
+        WorkerWaiter {
+            started_ms: Date::now().as_millis(),
+        }
+    }
+}
+
+impl Waiter for WorkerWaiter {
+    fn elapsed_ms(&self) -> u64 {
+        Date::now().as_millis().saturating_sub(self.started_ms)
+    }
+
+    async fn sleep(&self, millis: u64) {
+        Delay::from(Duration::from_millis(millis)).await;
+    }
+}
+
+/// Hrana pipelines over `fetch`, one POST per call, bounded by a timeout.
+struct DatabaseFetch {
+    pipeline_url: String,
+    auth_token: Option<String>,
+    timeout_ms: u64,
+}
+
+impl DatabaseFetch {
+    fn from_env(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let url = lookup("MQLITE_DB")
+            .filter(|u| !u.trim().is_empty())
+            .ok_or("MQLITE_DB is not set (the libSQL/Turso database URL)")?;
+        Ok(DatabaseFetch {
+            pipeline_url: pipeline_url(&url),
+            auth_token: lookup("MQLITE_DB_AUTH_TOKEN").filter(|t| !t.is_empty()),
+            timeout_ms: lookup("MQLITE_DB_TIMEOUT_MS")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_DB_TIMEOUT_MS),
+        })
+    }
+
+    /// Placeholder for a Worker without a database: never called, because a
+    /// missing `MQLITE_DB` is a configuration error answered before any RPC.
+    fn unconfigured() -> Self {
+        DatabaseFetch {
+            pipeline_url: String::new(),
+            auth_token: None,
+            timeout_ms: DEFAULT_DB_TIMEOUT_MS,
+        }
+    }
+
+    async fn post(&self, body: String) -> Result<HttpReply, TransportError> {
+        let headers = Headers::new();
+        let not_sent = |e: worker::Error| TransportError::NotSent(e.to_string());
+        headers
+            .set("Content-Type", "application/json")
+            .map_err(not_sent)?;
+        if let Some(token) = &self.auth_token {
+            headers
+                .set("Authorization", &format!("Bearer {token}"))
+                .map_err(not_sent)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(body.into()));
+        let request = Request::new_with_init(&self.pipeline_url, &init).map_err(not_sent)?;
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        let fetch = Fetch::Request(request);
+        let sending = fetch.send_with_signal(&signal);
+        let timeout = Delay::from(Duration::from_millis(self.timeout_ms));
+        let mut response = match select(pin!(sending), pin!(timeout)).await {
+            Either::Left((Ok(response), _)) => response,
+            Either::Left((Err(e), _)) => return Err(classify_fetch_error(&e.to_string())),
+            Either::Right(_) => {
+                controller.abort();
+                return Err(TransportError::AnswerLost(format!(
+                    "no answer within {} ms",
+                    self.timeout_ms
+                )));
+            }
+        };
+        let status = response.status_code();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| TransportError::AnswerLost(format!("answer cut short: {e}")))?;
+        Ok(HttpReply { status, body })
+    }
+}
+
+impl Transport for DatabaseFetch {
+    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+        self.post(body).await
+    }
+
+    async fn pause(&self, millis: u32) {
+        Delay::from(Duration::from_millis(millis.into())).await;
+    }
+}
+
+/// `libsql://` URLs are HTTPS; a trailing slash is tolerated.
+fn pipeline_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    let url = match url.strip_prefix("libsql://") {
+        Some(rest) => format!("https://{rest}"),
+        None => url.to_owned(),
+    };
+    format!("{url}/v2/pipeline")
+}
+
+/// A fetch that failed before any byte reached the server is safe to retry;
+/// anything else may have been delivered.
+fn classify_fetch_error(message: &str) -> TransportError {
+    let lower = message.to_ascii_lowercase();
+    let never_sent = [
+        "connection refused",
+        "econnrefused",
+        "dns",
+        "invalid url",
+        "fetch api cannot load",
+    ];
+    if never_sent.iter().any(|p| lower.contains(p)) {
+        TransportError::NotSent(message.to_owned())
+    } else {
+        TransportError::AnswerLost(message.to_owned())
+    }
+}
