@@ -13,7 +13,7 @@ use worker::{
 
 use crate::engine::{Clock, Waiter};
 use crate::http::{self, body_too_large, Config, Service};
-use crate::store::{HttpReply, Transport, TransportError};
+use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
 
 /// Default bound on one database request.
@@ -204,16 +204,6 @@ impl Transport for DatabaseFetch {
     async fn pause(&self, millis: u32) {
         Delay::from(Duration::from_millis(millis.into())).await;
     }
-}
-
-/// `libsql://` URLs are HTTPS; a trailing slash is tolerated.
-fn pipeline_url(url: &str) -> String {
-    let url = url.trim().trim_end_matches('/');
-    let url = match url.strip_prefix("libsql://") {
-        Some(rest) => format!("https://{rest}"),
-        None => url.to_owned(),
-    };
-    format!("{url}/v2/pipeline")
 }
 
 /// A fetch that failed before any byte reached the server is safe to retry;

@@ -10,6 +10,8 @@
 
 pub mod hrana;
 pub mod migrate;
+#[cfg(feature = "native")]
+pub mod native;
 mod program;
 mod rows;
 pub mod transport;
@@ -80,18 +82,20 @@ pub struct Committed {
 impl Committed {
     /// Rows returned by a statement (empty when it returned none).
     pub fn rows(&self, step: StepId) -> impl Iterator<Item = Row<'_>> {
-        self.results
-            .get(FIRST_STEP + step.0)
-            .and_then(Option::as_ref)
-            .map(|r| r.rows.as_slice())
-            .unwrap_or(&[])
-            .iter()
-            .map(|values| Row::new(values))
+        self.raw_rows(step).iter().map(|values| Row::new(values))
     }
 
     /// The first row of a statement, if any.
     pub fn first_row(&self, step: StepId) -> Option<Row<'_>> {
         self.rows(step).next()
+    }
+
+    /// The raw values of a statement's rows (inspection and tests).
+    pub fn raw_rows(&self, step: StepId) -> &[Vec<hrana::Value>] {
+        self.results
+            .get(FIRST_STEP + step.0)
+            .and_then(Option::as_ref)
+            .map_or(&[], |r| r.rows.as_slice())
     }
 
     /// Rows changed by a statement without `RETURNING`.
@@ -227,6 +231,17 @@ impl<T: Transport> Store<T> {
 enum Retryable {
     Yes(StoreError),
     No(StoreError),
+}
+
+/// The pipeline endpoint of a database URL: `libsql://` means HTTPS; a
+/// trailing slash is tolerated.
+pub fn pipeline_url(database_url: &str) -> String {
+    let url = database_url.trim().trim_end_matches('/');
+    let url = match url.strip_prefix("libsql://") {
+        Some(rest) => format!("https://{rest}"),
+        None => url.to_owned(),
+    };
+    format!("{url}/v2/pipeline")
 }
 
 fn encode(program: &Program) -> String {

@@ -31,7 +31,10 @@ impl TempDb {
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let db = Database::open(dir.join("test.db"), None).expect("open test database");
-        TempDb { db: Arc::new(db), dir }
+        TempDb {
+            db: Arc::new(db),
+            dir,
+        }
     }
 }
 
@@ -79,16 +82,36 @@ impl Harness {
     pub fn with_limits(limits: Limits) -> Self {
         let temp = TempDb::new();
         let clock = Clock::manual(T0);
-        let engine = Engine::new(InProcess { db: temp.db.clone() }, clock.clone(), limits);
-        Harness { engine, clock, temp }
+        let engine = Engine::new(
+            InProcess {
+                db: temp.db.clone(),
+            },
+            clock.clone(),
+            limits,
+        );
+        Harness {
+            engine,
+            clock,
+            temp,
+        }
     }
 
     /// Same database, database clock (real time).
     pub fn real_time() -> Self {
         let temp = TempDb::new();
         let clock = Clock::Database;
-        let engine = Engine::new(InProcess { db: temp.db.clone() }, clock.clone(), Limits::default());
-        Harness { engine, clock, temp }
+        let engine = Engine::new(
+            InProcess {
+                db: temp.db.clone(),
+            },
+            clock.clone(),
+            Limits::default(),
+        );
+        Harness {
+            engine,
+            clock,
+            temp,
+        }
     }
 
     pub fn now(&self) -> i64 {
@@ -133,4 +156,164 @@ impl Waiter for NoWait {
     }
 
     async fn sleep(&self, _millis: u64) {}
+}
+
+/// The whole HTTP pipeline (routing, auth, wire, engine, store) natively.
+pub struct Api {
+    pub service: mqlite_edge::http::Service<InProcess>,
+    pub clock: Clock,
+    pub temp: TempDb,
+}
+
+/// The admin token configured by [`Api::new`].
+pub const ADMIN: &str = "T";
+
+impl Api {
+    /// A broker with `MQLITE_TOKENS=T` plus `vars`, on a manual clock.
+    pub fn new(vars: &[(&str, &str)]) -> Self {
+        let mut all: Vec<(String, String)> = vec![("MQLITE_TOKENS".into(), ADMIN.into())];
+        for (k, v) in vars {
+            all.retain(|(name, _)| name != k);
+            all.push((k.to_string(), v.to_string()));
+        }
+        let config = mqlite_edge::http::Config::from_vars(|name| {
+            all.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        });
+        let temp = TempDb::new();
+        let clock = Clock::manual(T0);
+        let service = mqlite_edge::http::Service::new(
+            config,
+            InProcess {
+                db: temp.db.clone(),
+            },
+            clock.clone(),
+        );
+        Api {
+            service,
+            clock,
+            temp,
+        }
+    }
+
+    /// Sends a raw request.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> mqlite_edge::http::Response {
+        let request = mqlite_edge::http::Request {
+            method: method.into(),
+            path: path.into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        self.service
+            .handle(&request, body.to_vec(), &RealWaiter::start())
+            .await
+    }
+
+    /// POSTs a JSON body to `/mqlite.v1.<rpc>` as the admin; returns status and JSON.
+    pub async fn rpc(&self, rpc: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let auth = format!("Bearer {ADMIN}");
+        let response = self
+            .request(
+                "POST",
+                &format!("/mqlite.v1.{rpc}"),
+                &[("Authorization", &auth)],
+                body.to_string().as_bytes(),
+            )
+            .await;
+        (response.status, json_body(&response))
+    }
+
+    /// An RPC that must succeed; returns its JSON.
+    pub async fn ok(&self, rpc: &str, body: serde_json::Value) -> serde_json::Value {
+        let (status, json) = self.rpc(rpc, body.clone()).await;
+        assert_eq!(status, 200, "{rpc} {body} -> {json}");
+        json
+    }
+
+    /// An RPC that must fail with `status` and `code`.
+    pub async fn fails(&self, rpc: &str, body: serde_json::Value, status: u16, code: &str) {
+        let (got, json) = self.rpc(rpc, body.clone()).await;
+        assert_eq!(
+            (got, json["code"].as_str()),
+            (status, Some(code)),
+            "{rpc} {body} -> {json}"
+        );
+    }
+
+    pub async fn create_queue(&self, name: &str, config: serde_json::Value) {
+        self.ok(
+            "AdminService/CreateQueue",
+            serde_json::json!({"name": name, "config": config}),
+        )
+        .await;
+    }
+
+    /// Sends one message with `body` text; returns its seq.
+    pub async fn send_text(&self, queue: &str, body: &str) -> i64 {
+        let json = self
+            .ok(
+                "QueueService/Send",
+                serde_json::json!({"queue": queue, "messages": [{"body": b64(body)}]}),
+            )
+            .await;
+        json["seq_numbers"][0].as_i64().expect("seq")
+    }
+
+    pub async fn stats(&self, queue: &str) -> serde_json::Value {
+        self.ok("QueueService/Stats", serde_json::json!({"queue": queue}))
+            .await
+    }
+
+    pub fn advance(&self, ms: i64) {
+        self.clock.advance(ms);
+    }
+
+    pub fn round_trips(&self) -> u64 {
+        self.temp.db.pipeline_requests()
+    }
+}
+
+pub fn json_body(response: &mqlite_edge::http::Response) -> serde_json::Value {
+    serde_json::from_slice(&response.body).unwrap_or(serde_json::Value::Null)
+}
+
+/// Standard padded base64 of UTF-8 text.
+pub fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+}
+
+/// Reads rows straight from the database (test inspection only).
+pub async fn query(engine: &Engine<InProcess>, sql: &str) -> Vec<Vec<serde_json::Value>> {
+    use mqlite_edge::store::hrana::Value;
+    let mut program = mqlite_edge::store::Program::read();
+    let step = program.step(sql, vec![]);
+    let committed = engine
+        .store()
+        .run(&program)
+        .await
+        .expect("inspection query");
+    let _ = step;
+    committed
+        .raw_rows(step)
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v {
+                    Value::Null => serde_json::Value::Null,
+                    Value::Integer { value } => (*value).into(),
+                    Value::Float { value } => (*value).into(),
+                    Value::Text { value } => value.clone().into(),
+                    Value::Blob { base64 } => base64.clone().into(),
+                })
+                .collect()
+        })
+        .collect()
 }
