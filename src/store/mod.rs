@@ -124,6 +124,10 @@ impl<T: Transport> Store<T> {
         Store { transport }
     }
 
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
     /// Runs a program as one pipeline request. Applies pending migrations
     /// first if the database is behind (only then is there more than one
     /// round trip), and retries only what provably did not apply.

@@ -1,0 +1,582 @@
+//! Conformance section G (Receive) and the Complete cases of section I that
+//! this slice serves.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use mqlite_edge::engine::Waiter;
+use serde_json::{json, Value};
+use support::*;
+
+fn messages(v: &Value) -> Vec<Value> {
+    v["messages"].as_array().cloned().unwrap_or_default()
+}
+
+async fn receive(api: &Api, body: Value) -> Vec<Value> {
+    messages(&api.ok("QueueService/Receive", body).await)
+}
+
+async fn complete(api: &Api, queue: &str, m: &Value) -> (u16, Value) {
+    api.rpc(
+        "QueueService/Complete",
+        json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn c095_peek_lock_shape() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":45000}))
+        .await;
+    let seq = api.send_text("q", "x").await;
+    let now = api.clock.manual_now().unwrap_or(0);
+    let got = receive(&api, json!({"queue":"q"})).await;
+    let m = &got[0];
+    assert_eq!(m["seq_number"], seq);
+    assert_eq!(m["delivery_count"], 1);
+    assert_eq!(m["enqueued_at_ms"], now);
+    assert_eq!(m["locked_until_ms"], now + 45000);
+    let token = m["lock_token"].as_str().unwrap_or("");
+    assert!(
+        token.len() == 32
+            && token
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    for absent in ["state", "visible_at_ms", "expires_at_ms"] {
+        assert!(m.get(absent).is_none(), "{absent}");
+    }
+}
+
+#[tokio::test]
+async fn c096_exclusive_while_locked() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.send_text("q", "x").await;
+    assert_eq!(receive(&api, json!({"queue":"q"})).await.len(), 1);
+    assert!(receive(&api, json!({"queue":"q"})).await.is_empty());
+}
+
+#[tokio::test]
+async fn c097_max_messages_ascending() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let mut sent = vec![];
+    for i in 0..5 {
+        sent.push(api.send_text("q", &format!("m{i}")).await);
+    }
+    let got = receive(&api, json!({"queue":"q","max_messages":3})).await;
+    let seqs: Vec<i64> = got
+        .iter()
+        .filter_map(|m| m["seq_number"].as_i64())
+        .collect();
+    assert_eq!(seqs, sent[..3]);
+}
+
+#[tokio::test]
+async fn c098_defaults_and_clamps() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let batch: Vec<Value> = (0..300)
+        .map(|i| json!({"body": b64(&i.to_string())}))
+        .collect();
+    api.ok("QueueService/Send", json!({"queue":"q","messages":batch}))
+        .await;
+    assert_eq!(
+        receive(&api, json!({"queue":"q","max_messages":0}))
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        receive(&api, json!({"queue":"q","max_messages":-4}))
+            .await
+            .len(),
+        1
+    );
+    let got = receive(&api, json!({"queue":"q","max_messages":1000})).await;
+    assert_eq!(got.len(), 256);
+    let tokens: HashSet<&str> = got
+        .iter()
+        .filter_map(|m| m["lock_token"].as_str())
+        .collect();
+    assert_eq!(tokens.len(), 256, "every claimed message has its own token");
+}
+
+#[tokio::test]
+async fn c099_no_wait_returns_immediately() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        api.ok(
+            "QueueService/Receive",
+            json!({"queue":"q","wait_time_ms":0})
+        )
+        .await,
+        json!({"messages":[]})
+    );
+    assert!(started.elapsed().as_millis() < 1000);
+}
+
+#[tokio::test]
+async fn c100_long_poll_wakes_on_a_concurrent_send() {
+    let h = Arc::new(Harness::real_time());
+    h.engine
+        .create_queue("q", &mqlite_edge::engine::QueueConfigInput::default())
+        .await
+        .expect("create");
+    let sender = h.clone();
+    let send = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        sender
+            .engine
+            .send(&mqlite_edge::engine::SendRequest {
+                queue: "q".into(),
+                messages: vec![Default::default()],
+                ..Default::default()
+            })
+            .await
+    });
+    let started = std::time::Instant::now();
+    let request = mqlite_edge::engine::ReceiveRequest {
+        queue: "q".into(),
+        wait_time_ms: 3000,
+        ..Default::default()
+    };
+    let (got, poll) = h
+        .engine
+        .receive(&request, &RealWaiter::start())
+        .await
+        .expect("receive");
+    let waited = started.elapsed().as_millis();
+    assert!(send.await.is_ok());
+    assert_eq!(got.len(), 1);
+    assert!((500..1500).contains(&waited), "woke after {waited} ms");
+    assert!(poll.attempts > 1 && poll.attempts <= 40, "{poll:?}");
+}
+
+#[tokio::test]
+async fn c101_long_poll_timeout_waits_the_full_budget() {
+    let h = Harness::real_time();
+    h.engine
+        .create_queue("q", &mqlite_edge::engine::QueueConfigInput::default())
+        .await
+        .expect("create");
+    let started = std::time::Instant::now();
+    let request = mqlite_edge::engine::ReceiveRequest {
+        queue: "q".into(),
+        wait_time_ms: 1000,
+        ..Default::default()
+    };
+    let (got, poll) = h
+        .engine
+        .receive(&request, &RealWaiter::start())
+        .await
+        .expect("receive");
+    let waited = started.elapsed().as_millis();
+    assert!(got.is_empty());
+    assert!((1000..1800).contains(&waited), "returned after {waited} ms");
+    assert!(poll.attempts <= 40, "{poll:?}");
+}
+
+#[tokio::test]
+async fn c102_wait_is_clamped_to_20_s_within_the_request_budget() {
+    // A fake waiter whose clock jumps by each sleep: the 60 s request ends
+    // at 20 s of waiting and never spends more than the request budget.
+    struct Jumping(std::sync::atomic::AtomicU64);
+    impl Waiter for Jumping {
+        fn elapsed_ms(&self) -> u64 {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        async fn sleep(&self, millis: u64) {
+            self.0
+                .fetch_add(millis, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &mqlite_edge::engine::QueueConfigInput::default())
+        .await
+        .expect("create");
+    let waiter = Jumping(Default::default());
+    let before = h.round_trips();
+    let request = mqlite_edge::engine::ReceiveRequest {
+        queue: "q".into(),
+        wait_time_ms: 60_000,
+        ..Default::default()
+    };
+    let (got, poll) = h.engine.receive(&request, &waiter).await.expect("receive");
+    assert!(got.is_empty());
+    assert_eq!(
+        waiter.elapsed_ms(),
+        20_000,
+        "slept exactly until the clamped deadline"
+    );
+    assert_eq!(h.round_trips() - before, u64::from(poll.attempts));
+    assert!(
+        poll.attempts <= 40,
+        "{poll:?} fits the Free plan's 50 subrequests"
+    );
+    assert!(
+        poll.attempts >= 10,
+        "{poll:?} keeps polling through the wait"
+    );
+}
+
+#[tokio::test]
+async fn c103_unknown_queue_is_404() {
+    let api = Api::new(&[]);
+    api.fails(
+        "QueueService/Receive",
+        json!({"queue":"nope"}),
+        404,
+        "not_found",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn c104_receive_and_delete() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let seq = api.send_text("q", "x").await;
+    let got = receive(&api, json!({"queue":"q","receive_mode":1})).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["delivery_count"], 1);
+    assert!(got[0].get("lock_token").is_none() && got[0].get("locked_until_ms").is_none());
+    assert_eq!(api.stats("q").await["total"], 0);
+    api.fails(
+        "QueueService/Complete",
+        json!({"queue":"q","seq_number":seq,"lock_token":""}),
+        409,
+        "lock_lost",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn c105_lease_expiry_redelivers() {
+    let api = Api::new(&[]);
+    api.create_queue(
+        "q",
+        json!({"lock_duration_ms":1000,"max_delivery_count":10}),
+    )
+    .await;
+    let seq = api.send_text("q", "x").await;
+    let first = receive(&api, json!({"queue":"q"})).await;
+    api.advance(999);
+    assert!(
+        receive(&api, json!({"queue":"q"})).await.is_empty(),
+        "lease still live"
+    );
+    api.advance(1);
+    let again = receive(&api, json!({"queue":"q"})).await;
+    assert_eq!(again[0]["seq_number"], seq);
+    assert_eq!(again[0]["delivery_count"], 2);
+    assert_ne!(again[0]["lock_token"], first[0]["lock_token"]);
+}
+
+#[tokio::test]
+async fn c106_ttl_expired_is_never_claimed() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"default_ttl_ms":1000})).await;
+    api.send_text("q", "x").await;
+    api.advance(1000);
+    assert!(receive(&api, json!({"queue":"q"})).await.is_empty());
+    let stats = api.stats("q").await;
+    assert_eq!(
+        (stats["dead_lettered"].as_i64(), stats["active"].as_i64()),
+        (Some(1), Some(0))
+    );
+    api.create_queue(
+        "discard",
+        json!({"default_ttl_ms":1000,"dead_letter_on_expire":false}),
+    )
+    .await;
+    api.send_text("discard", "x").await;
+    api.advance(1500);
+    assert!(receive(&api, json!({"queue":"discard"})).await.is_empty());
+    assert_eq!(api.stats("discard").await["total"], 0);
+}
+
+#[tokio::test]
+async fn c107_competing_consumers_get_every_message_exactly_once() {
+    let h = Arc::new(Harness::real_time());
+    h.engine
+        .create_queue("q", &mqlite_edge::engine::QueueConfigInput::default())
+        .await
+        .expect("create");
+    let batch = (0..500)
+        .map(|i| mqlite_edge::engine::OutgoingMessage {
+            body: i.to_string().into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    let sent = h
+        .engine
+        .send(&mqlite_edge::engine::SendRequest {
+            queue: "q".into(),
+            messages: batch,
+            ..Default::default()
+        })
+        .await
+        .expect("send");
+    let mut consumers = vec![];
+    for _ in 0..6 {
+        let h = h.clone();
+        consumers.push(tokio::spawn(async move {
+            let mut seen = vec![];
+            loop {
+                let request = mqlite_edge::engine::ReceiveRequest {
+                    queue: "q".into(),
+                    max_messages: 8,
+                    ..Default::default()
+                };
+                let (got, _) = h.engine.receive(&request, &NoWait).await.expect("receive");
+                if got.is_empty() {
+                    return seen;
+                }
+                for m in got {
+                    let settle = mqlite_edge::engine::SettleRequest {
+                        queue: "q".into(),
+                        seq_number: m.seq_number,
+                        lock_token: m.lock_token.clone().unwrap_or_default(),
+                    };
+                    h.engine.complete(&settle).await.expect("complete");
+                    seen.push(m.seq_number);
+                }
+            }
+        }));
+    }
+    let mut all = vec![];
+    for c in consumers {
+        all.extend(c.await.expect("consumer"));
+    }
+    all.sort_unstable();
+    let mut expected = sent.clone();
+    expected.sort_unstable();
+    assert_eq!(
+        all, expected,
+        "each message delivered and completed exactly once"
+    );
+    assert_eq!(h.engine.stats("q").await.expect("stats").total, 0);
+}
+
+#[tokio::test]
+async fn c108_byte_budget_stops_early_but_never_drops() {
+    let api = Api::new(&[("MQLITE_RESPONSE_BUDGET_BYTES", "1000")]);
+    api.create_queue("q", json!({})).await;
+    let batch: Vec<Value> = (0..5)
+        .map(|_| json!({"body": b64(&"x".repeat(500))}))
+        .collect();
+    api.ok("QueueService/Send", json!({"queue":"q","messages":batch}))
+        .await;
+    let first = receive(&api, json!({"queue":"q","max_messages":5})).await;
+    assert!((1..=4).contains(&first.len()), "{}", first.len());
+    assert_eq!(
+        api.stats("q").await["locked"],
+        first.len(),
+        "only returned messages are claimed"
+    );
+    let mut seen: Vec<i64> = first
+        .iter()
+        .filter_map(|m| m["seq_number"].as_i64())
+        .collect();
+    loop {
+        let more = receive(&api, json!({"queue":"q","max_messages":5})).await;
+        if more.is_empty() {
+            break;
+        }
+        seen.extend(more.iter().filter_map(|m| m["seq_number"].as_i64()));
+    }
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 5);
+    // A single body larger than the budget is still returned and locked.
+    api.ok(
+        "QueueService/Send",
+        json!({"queue":"q","messages":[{"body": b64(&"y".repeat(3000))}]}),
+    )
+    .await;
+    assert_eq!(
+        receive(&api, json!({"queue":"q","max_messages":5}))
+            .await
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn c124_c126_complete_and_replay() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    assert_eq!(complete(&api, "q", &m).await, (200, json!({"ok":true})));
+    assert_eq!(api.stats("q").await["total"], 0);
+    assert_eq!(
+        complete(&api, "q", &m).await,
+        (200, json!({"ok":true})),
+        "exact replay"
+    );
+}
+
+#[tokio::test]
+async fn c125_c127_c128_fencing() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    let lost = json!({"code":"lock_lost","message":"mqlite: lock lost or already settled"});
+    for token in ["deadbeef", ""] {
+        let (status, body) = api
+            .rpc(
+                "QueueService/Complete",
+                json!({"queue":"q","seq_number":m["seq_number"],"lock_token":token}),
+            )
+            .await;
+        assert_eq!((status, body), (409, lost.clone()), "{token:?}");
+    }
+    assert_eq!(
+        api.stats("q").await["locked"],
+        1,
+        "a wrong token changes nothing"
+    );
+    let (status, _) = api
+        .rpc(
+            "QueueService/Complete",
+            json!({"queue":"nope","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+        )
+        .await;
+    assert_eq!(status, 409, "unknown queue is lock_lost, not 404");
+    assert_eq!(complete(&api, "q", &m).await.0, 200);
+}
+
+#[tokio::test]
+async fn c129_lease_deadline_instant_is_expired_without_any_reaping() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":1000}))
+        .await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    api.advance(1000);
+    assert_eq!(
+        complete(&api, "q", &m).await.0,
+        409,
+        "at locked_until exactly"
+    );
+    api.advance(500);
+    assert_eq!(complete(&api, "q", &m).await.0, 409, "after it");
+}
+
+#[tokio::test]
+async fn c129_one_ms_before_the_deadline_still_completes() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":1000}))
+        .await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    api.advance(999);
+    assert_eq!(complete(&api, "q", &m).await.0, 200);
+}
+
+#[tokio::test]
+async fn c130_stale_holder_loses() {
+    let api = Api::new(&[]);
+    api.create_queue(
+        "q",
+        json!({"lock_duration_ms":1000,"max_delivery_count":50}),
+    )
+    .await;
+    api.send_text("q", "x").await;
+    let t1 = receive(&api, json!({"queue":"q"})).await.remove(0);
+    api.advance(1000);
+    let t2 = receive(&api, json!({"queue":"q"})).await.remove(0);
+    assert_ne!(t1["lock_token"], t2["lock_token"]);
+    assert_eq!(complete(&api, "q", &t1).await.0, 409);
+    assert_eq!(complete(&api, "q", &t2).await.0, 200);
+}
+
+#[tokio::test]
+async fn decision02_ttl_fences_completion_even_before_any_sweep() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":60000,"default_ttl_ms":2000}))
+        .await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    api.advance(2000);
+    assert_eq!(complete(&api, "q", &m).await.0, 409);
+}
+
+#[tokio::test]
+async fn c140_receipt_is_bound_to_its_queue() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.create_queue("q2", json!({})).await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    assert_eq!(complete(&api, "q", &m).await.0, 200);
+    assert_eq!(complete(&api, "q2", &m).await.0, 409);
+}
+
+#[tokio::test]
+async fn c143_receipt_lifetime_is_30_minutes() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
+    assert_eq!(complete(&api, "q", &m).await.0, 200);
+    api.advance(30 * 60 * 1000 - 1);
+    assert_eq!(complete(&api, "q", &m).await.0, 200);
+    api.advance(1);
+    assert_eq!(complete(&api, "q", &m).await.0, 409);
+}
+
+#[tokio::test]
+async fn c213_c215_receive_attempt_replays_the_same_batch() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.ok("QueueService/Send", json!({"queue":"q","messages":[{"body":b64("a"),"properties":{"k":"v"}},{"body":b64("b")}]})).await;
+    let first = receive(
+        &api,
+        json!({"queue":"q","max_messages":1,"receive_attempt_id":"A1"}),
+    )
+    .await;
+    let replay = receive(
+        &api,
+        json!({"queue":"q","max_messages":5,"receive_attempt_id":"A1"}),
+    )
+    .await;
+    assert_eq!(
+        first, replay,
+        "same seqs, bodies, tokens, counts, deadlines"
+    );
+    let other = receive(&api, json!({"queue":"q","receive_attempt_id":"A2"})).await;
+    assert_ne!(other[0]["seq_number"], first[0]["seq_number"]);
+    assert_eq!(complete(&api, "q", &replay[0]).await.0, 200);
+}
+
+#[tokio::test]
+async fn c216_receive_and_delete_replay_has_no_token() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    api.send_text("q", "x").await;
+    let first = receive(
+        &api,
+        json!({"queue":"q","receive_mode":1,"receive_attempt_id":"D1"}),
+    )
+    .await;
+    let replay = receive(
+        &api,
+        json!({"queue":"q","receive_mode":1,"receive_attempt_id":"D1"}),
+    )
+    .await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first, replay);
+    assert!(replay[0].get("lock_token").is_none() && replay[0].get("locked_until_ms").is_none());
+    assert_eq!(api.stats("q").await["total"], 0);
+}
