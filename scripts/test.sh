@@ -12,6 +12,12 @@ log "format and lint"
 cargo fmt --all -- --check || die "cargo fmt found unformatted code: run cargo fmt --all"
 cargo clippy --quiet --workspace --all-targets --features mqlite-edge/native -- -D warnings \
   || die "clippy found warnings"
+if [ "$(cat "$WASM_TOOLCHAIN_DIR/mode")" = rustup ]; then
+  # The Worker shell only compiles for wasm32: lint it there too.
+  CARGO_TARGET_DIR="$REPO_ROOT/target/wasm-check" \
+    cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings \
+    || die "clippy found warnings in the wasm build"
+fi
 
 log "native tests (unit, store, engine, http)"
 cargo test --workspace --exclude mqlite-e2e --features mqlite-edge/native

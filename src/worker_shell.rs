@@ -34,7 +34,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             .or_else(|_| env.var(name).map(|v| v.to_string()))
             .ok()
     };
-    let (config, transport) = match (Config::from_vars(&lookup), DatabaseFetch::from_env(&lookup)) {
+    let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
         (Ok(config), Ok(transport)) => (Ok(config), transport),
         (Err(e), _) | (_, Err(e)) => (Err(e), DatabaseFetch::unconfigured()),
     };

@@ -1,1 +1,264 @@
-//! End-to-end test crate (tests live in tests/).
+//! End-to-end fixtures: a local libSQL server plus `wrangler dev` (workerd
+//! running the real wasm build) on free ports, driven over HTTP. Every
+//! process is started in its own process group and killed on drop.
+
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Paths handed over by `scripts/test.sh`.
+pub struct Tools {
+    pub root: PathBuf,
+    pub wrangler: PathBuf,
+    pub libsql: PathBuf,
+}
+
+impl Tools {
+    pub fn from_env() -> Result<Tools, String> {
+        let var = |name: &str| {
+            std::env::var(name).map(PathBuf::from).map_err(|_| {
+                format!("{name} is not set: run the end-to-end tests with `make test`")
+            })
+        };
+        Ok(Tools {
+            root: var("MQLITE_E2E_ROOT")?,
+            wrangler: var("MQLITE_E2E_WRANGLER")?,
+            libsql: var("MQLITE_E2E_LIBSQL")?,
+        })
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A child process in its own process group, killed (group-wide) on drop.
+struct Group(Child);
+
+impl Group {
+    fn spawn(command: &mut Command) -> Result<Group, String> {
+        command
+            .process_group(0)
+            .spawn()
+            .map(Group)
+            .map_err(|e| format!("cannot start {command:?}: {e}"))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// The libSQL server plus the Worker.
+pub struct Stack {
+    pub base: String,
+    pub db_url: String,
+    pub token: String,
+    dir: PathBuf,
+    // Dropped in order: Worker first, then the database.
+    _worker: Group,
+    _libsql: Option<Group>,
+}
+
+pub struct StackOptions<'a> {
+    /// Extra Worker vars.
+    pub vars: &'a [(&'a str, &'a str)],
+    /// Point the Worker at this URL instead of starting a database.
+    pub database_url: Option<String>,
+}
+
+impl Stack {
+    pub fn start(tools: &Tools, options: StackOptions) -> Result<Stack, String> {
+        let dir =
+            std::env::temp_dir().join(format!("mqlite-e2e-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (libsql, db_url) = match options.database_url {
+            Some(url) => (None, url),
+            None => {
+                let port = free_port();
+                let log =
+                    std::fs::File::create(dir.join("libsql.log")).map_err(|e| e.to_string())?;
+                let group = Group::spawn(
+                    Command::new(&tools.libsql)
+                        .args([
+                            "--db",
+                            &dir.join("e2e.db").to_string_lossy(),
+                            "--port",
+                            &port.to_string(),
+                        ])
+                        .stdout(Stdio::null())
+                        .stderr(log),
+                )?;
+                let url = format!("http://127.0.0.1:{port}");
+                wait_ready(&format!("{url}/health"), Duration::from_secs(30))?;
+                (Some(group), url)
+            }
+        };
+        let token = "e2e-admin-token".to_owned();
+        let port = free_port();
+        let mut command = Command::new(&tools.wrangler);
+        command
+            .current_dir(&tools.root)
+            .env("MQLITE_SKIP_BUILD", "1")
+            .env("WRANGLER_SEND_METRICS", "false")
+            .env("WRANGLER_SEND_ERROR_REPORTS", "false")
+            .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+            .env("CI", "true")
+            .args([
+                "dev",
+                "--local",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .args(["--inspector-port", &free_port().to_string()])
+            .args(["--persist-to", &dir.join("wrangler").to_string_lossy()])
+            .args(["--show-interactive-dev-session=false"])
+            .args(["--var", &format!("MQLITE_DB:{db_url}")])
+            .args(["--var", &format!("MQLITE_TOKENS:{token}")]);
+        for (k, v) in options.vars {
+            command.args(["--var", &format!("{k}:{v}")]);
+        }
+        let log = std::fs::File::create(dir.join("wrangler.log")).map_err(|e| e.to_string())?;
+        let worker = Group::spawn(
+            command
+                .stdout(log.try_clone().map_err(|e| e.to_string())?)
+                .stderr(log),
+        )?;
+        let base = format!("http://127.0.0.1:{port}");
+        wait_ready(&format!("{base}/healthz"), Duration::from_secs(90)).map_err(|e| {
+            let log = std::fs::read_to_string(dir.join("wrangler.log")).unwrap_or_default();
+            format!("{e}\n--- wrangler.log ---\n{log}")
+        })?;
+        Ok(Stack {
+            base,
+            db_url,
+            token,
+            dir,
+            _worker: worker,
+            _libsql: libsql,
+        })
+    }
+
+    /// POST `/mqlite.v1.<rpc>` as the admin.
+    pub fn rpc(&self, rpc: &str, body: &Value) -> Reply {
+        self.raw(
+            "POST",
+            &format!("/mqlite.v1.{rpc}"),
+            Some(&self.token),
+            body.to_string().as_bytes(),
+        )
+    }
+
+    /// An RPC that must answer 200; returns its JSON.
+    pub fn ok(&self, rpc: &str, body: Value) -> Value {
+        let reply = self.rpc(rpc, &body);
+        assert_eq!(reply.status, 200, "{rpc} {body} -> {}", reply.text);
+        reply.json()
+    }
+
+    pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(60))
+            .build();
+        let mut request = agent.request(method, &format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.set("Authorization", &format!("Bearer {token}"));
+        }
+        let response = match request.send_bytes(body) {
+            Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => {
+                return Reply {
+                    status: 0,
+                    text: e.to_string(),
+                    headers: vec![],
+                }
+            }
+        };
+        let status = response.status();
+        let headers = response
+            .headers_names()
+            .into_iter()
+            .filter_map(|n| response.header(&n).map(|v| (n.clone(), v.to_owned())))
+            .collect();
+        let text = response.into_string().unwrap_or_default();
+        Reply {
+            status,
+            text,
+            headers,
+        }
+    }
+
+    /// Pipeline requests the database has served (our local server only).
+    pub fn round_trips(&self) -> u64 {
+        ureq::get(&format!("{}/stats", self.db_url))
+            .call()
+            .ok()
+            .and_then(|r| r.into_json::<Value>().ok())
+            .and_then(|v| v["pipeline_requests"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub text: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn wait_ready(url: &str, limit: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match ureq::get(url).timeout(Duration::from_secs(2)).call() {
+            Ok(_) | Err(ureq::Error::Status(..)) => return Ok(()),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+    Err(format!("{url} did not answer within {limit:?}"))
+}
+
+/// Standard padded base64 of UTF-8 text.
+pub fn b64(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+}

@@ -119,8 +119,8 @@ async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<
         None,
     ));
     // Chain every step on its predecessor, then COMMIT or ROLLBACK.
-    for i in 1..steps.len() {
-        steps[i].condition = Some(Condition::Ok { step: i - 1 });
+    for (i, step) in steps.iter_mut().enumerate().skip(1) {
+        step.condition = Some(Condition::Ok { step: i - 1 });
     }
     let commit = steps.len();
     steps.push(step("COMMIT", Some(Condition::Ok { step: commit - 1 })));

@@ -1,0 +1,548 @@
+//! End-to-end suite: the real wasm Worker in workerd (`wrangler dev`) over
+//! the local libSQL server, driven over HTTP exactly as a user would.
+//! A custom runner: stacks are shared between scenarios and always torn
+//! down, and the run ends with a `N passed, N failed` line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mqlite_e2e::{b64, free_port, Stack, StackOptions, Tools};
+use serde_json::{json, Value};
+
+type Scenario = fn(&Stacks) -> Result<(), String>;
+
+struct Stacks {
+    main: Arc<Stack>,
+    tools: Tools,
+}
+
+macro_rules! check {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+fn main() {
+    let tools = match Tools::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("e2e: {e}");
+            std::process::exit(1);
+        }
+    };
+    let main = match Stack::start(
+        &tools,
+        StackOptions {
+            vars: &[],
+            database_url: None,
+        },
+    ) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("e2e: cannot start the stack: {e}");
+            std::process::exit(1);
+        }
+    };
+    let stacks = Stacks { main, tools };
+    let scenarios: &[(&str, Scenario)] = &[
+        (
+            "c001_c004_card_and_healthz_through_workerd",
+            card_and_healthz,
+        ),
+        ("readme_walkthrough_runs_verbatim", readme_walkthrough),
+        (
+            "one_database_request_per_rpc_through_workerd",
+            one_round_trip_per_rpc,
+        ),
+        ("c100_long_poll_woken_by_a_concurrent_send", long_poll_wakes),
+        (
+            "c101_long_poll_times_out_after_the_wait",
+            long_poll_times_out,
+        ),
+        ("c125_fencing_with_a_wrong_token", fencing),
+        ("c105_c129_c130_lease_expires_in_real_time", lease_expiry),
+        (
+            "c107_competing_consumers_through_workerd",
+            competing_consumers,
+        ),
+        ("c038_to_c045_bad_input_gets_the_exact_envelope", bad_input),
+        ("c016_c007_c008_auth_and_routing_order", auth_and_routing),
+        (
+            "database_down_is_a_clear_5xx_and_the_isolate_survives",
+            database_down,
+        ),
+        ("config_without_tokens_fails_closed", tokens_unset),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, scenario) in scenarios {
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&stacks)))
+            .unwrap_or_else(|p| Err(panic_text(&p)));
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                println!("test {name} ... ok ({} ms)", started.elapsed().as_millis());
+            }
+            Err(e) => {
+                failed += 1;
+                println!("test {name} ... FAILED\n    {e}");
+            }
+        }
+    }
+    drop(stacks);
+    println!("\ne2e: {passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".into())
+}
+
+fn card_and_healthz(s: &Stacks) -> Result<(), String> {
+    let card = s.main.raw("GET", "/", None, b"");
+    check!(card.status == 200, "card status {}", card.status);
+    check!(
+        card.header("content-type") == Some("application/json"),
+        "{:?}",
+        card.headers
+    );
+    let v = card.json();
+    check!(
+        v["name"] == "mqlite" && v["auth"] == "bearer" && v["status"] == "ok",
+        "{v}"
+    );
+    check!(
+        v["endpoints"].as_array().is_some_and(|e| e.len() == 7),
+        "{v}"
+    );
+    let health = s.main.raw("GET", "/healthz", None, b"");
+    check!(health.status == 200 && health.text == "ok", "{health:?}");
+    Ok(())
+}
+
+/// Runs the README's curl walk-through, verbatim, against the stack.
+fn readme_walkthrough(s: &Stacks) -> Result<(), String> {
+    let readme =
+        std::fs::read_to_string(s.tools.root.join("README.md")).map_err(|e| e.to_string())?;
+    let start = readme
+        .find("<!-- walkthrough:start -->")
+        .ok_or("no walkthrough start marker")?;
+    let end = readme
+        .find("<!-- walkthrough:end -->")
+        .ok_or("no walkthrough end marker")?;
+    let section = &readme[start..end];
+    let code_start = section.find("```bash\n").ok_or("no bash block")? + "```bash\n".len();
+    let code_end = section[code_start..]
+        .find("```")
+        .ok_or("unterminated block")?
+        + code_start;
+    let script = &section[code_start..code_end];
+    let output = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .env("MQLITE_URL", &s.main.base)
+        .env("MQLITE_TOKEN", &s.main.token)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    check!(
+        output.status.success(),
+        "walkthrough failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    check!(lines.len() == 5, "expected 5 JSON answers, got: {stdout}");
+    check!(lines[0] == json!({}), "CreateQueue: {}", lines[0]);
+    check!(
+        lines[1]["seq_numbers"][0].as_i64().is_some_and(|s| s > 0),
+        "Send: {}",
+        lines[1]
+    );
+    check!(
+        lines[2]["messages"][0]["body"] == b64("hello"),
+        "Receive: {}",
+        lines[2]
+    );
+    check!(lines[3] == json!({"ok": true}), "Complete: {}", lines[3]);
+    check!(
+        lines[4]["queue"] == "orders" && lines[4]["total"] == 0,
+        "Stats: {}",
+        lines[4]
+    );
+    Ok(())
+}
+
+fn one_round_trip_per_rpc(s: &Stacks) -> Result<(), String> {
+    let stack = &s.main;
+    stack.ok("AdminService/CreateQueue", json!({"name":"rt","config":{}}));
+    let counted = |rpc: &str, body: Value| -> Result<Value, String> {
+        let before = stack.round_trips();
+        let answer = stack.ok(rpc, body);
+        let used = stack.round_trips() - before;
+        check!(used == 1, "{rpc} used {used} database requests");
+        Ok(answer)
+    };
+    counted(
+        "AdminService/CreateQueue",
+        json!({"name":"rt","config":{"lock_duration_ms":60000}}),
+    )?;
+    counted("AdminService/ListQueues", json!({}))?;
+    let batch: Vec<Value> = (0..50)
+        .map(|i| json!({"body": b64(&format!("m{i}"))}))
+        .collect();
+    counted("QueueService/Send", json!({"queue":"rt","messages":batch}))?;
+    let got = counted(
+        "QueueService/Receive",
+        json!({"queue":"rt","max_messages":50,"wait_time_ms":1000}),
+    )?;
+    let m = &got["messages"][0];
+    counted(
+        "QueueService/Complete",
+        json!({"queue":"rt","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+    )?;
+    counted("QueueService/Stats", json!({"queue":"rt"}))?;
+    Ok(())
+}
+
+fn long_poll_wakes(s: &Stacks) -> Result<(), String> {
+    s.main
+        .ok("AdminService/CreateQueue", json!({"name":"lp","config":{}}));
+    let sender = s.main.clone();
+    let send = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        sender.ok(
+            "QueueService/Send",
+            json!({"queue":"lp","messages":[{"body":b64("wake")}]}),
+        )
+    });
+    let started = Instant::now();
+    let got = s.main.ok(
+        "QueueService/Receive",
+        json!({"queue":"lp","wait_time_ms":10000}),
+    );
+    let waited = started.elapsed();
+    send.join().map_err(|_| "sender panicked")?;
+    check!(got["messages"][0]["body"] == b64("wake"), "{got}");
+    check!(
+        waited < Duration::from_millis(3000),
+        "woke only after {waited:?}"
+    );
+    Ok(())
+}
+
+fn long_poll_times_out(s: &Stacks) -> Result<(), String> {
+    s.main.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"lp-empty","config":{}}),
+    );
+    let before = s.main.round_trips();
+    let started = Instant::now();
+    let got = s.main.ok(
+        "QueueService/Receive",
+        json!({"queue":"lp-empty","wait_time_ms":2000}),
+    );
+    let waited = started.elapsed();
+    let used = s.main.round_trips() - before;
+    check!(got == json!({"messages":[]}), "{got}");
+    check!(
+        waited >= Duration::from_millis(2000) && waited < Duration::from_millis(4000),
+        "{waited:?}"
+    );
+    check!(
+        (3..=40).contains(&used),
+        "{used} database requests for one 2 s poll"
+    );
+    Ok(())
+}
+
+fn fencing(s: &Stacks) -> Result<(), String> {
+    s.main.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"fence","config":{}}),
+    );
+    s.main.ok(
+        "QueueService/Send",
+        json!({"queue":"fence","messages":[{"body":b64("x")}]}),
+    );
+    let got = s.main.ok("QueueService/Receive", json!({"queue":"fence"}));
+    let seq = got["messages"][0]["seq_number"].clone();
+    let wrong = s.main.rpc(
+        "QueueService/Complete",
+        &json!({"queue":"fence","seq_number":seq,"lock_token":"deadbeef"}),
+    );
+    check!(
+        wrong.status == 409
+            && wrong.json()
+                == json!({"code":"lock_lost","message":"mqlite: lock lost or already settled"}),
+        "{wrong:?}"
+    );
+    let stats = s.main.ok("QueueService/Stats", json!({"queue":"fence"}));
+    check!(stats["locked"] == 1, "{stats}");
+    let right = s.main.ok(
+        "QueueService/Complete",
+        json!({"queue":"fence","seq_number":seq,"lock_token":got["messages"][0]["lock_token"]}),
+    );
+    check!(right == json!({"ok":true}), "{right}");
+    Ok(())
+}
+
+fn lease_expiry(s: &Stacks) -> Result<(), String> {
+    s.main.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"lease","config":{"lock_duration_ms":1000}}),
+    );
+    s.main.ok(
+        "QueueService/Send",
+        json!({"queue":"lease","messages":[{"body":b64("x")}]}),
+    );
+    let first = s.main.ok("QueueService/Receive", json!({"queue":"lease"}));
+    let m1 = first["messages"][0].clone();
+    std::thread::sleep(Duration::from_millis(2500));
+    let stale = s.main.rpc(
+        "QueueService/Complete",
+        &json!({"queue":"lease","seq_number":m1["seq_number"],"lock_token":m1["lock_token"]}),
+    );
+    check!(
+        stale.status == 409,
+        "completing an expired lease: {stale:?}"
+    );
+    let again = s.main.ok(
+        "QueueService/Receive",
+        json!({"queue":"lease","wait_time_ms":2000}),
+    );
+    let m2 = &again["messages"][0];
+    check!(
+        m2["seq_number"] == m1["seq_number"] && m2["delivery_count"] == 2,
+        "{again}"
+    );
+    check!(m2["lock_token"] != m1["lock_token"], "a new token");
+    let old = s.main.rpc(
+        "QueueService/Complete",
+        &json!({"queue":"lease","seq_number":m1["seq_number"],"lock_token":m1["lock_token"]}),
+    );
+    check!(old.status == 409, "the stale holder loses: {old:?}");
+    s.main.ok(
+        "QueueService/Complete",
+        json!({"queue":"lease","seq_number":m2["seq_number"],"lock_token":m2["lock_token"]}),
+    );
+    Ok(())
+}
+
+fn competing_consumers(s: &Stacks) -> Result<(), String> {
+    s.main.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"work","config":{}}),
+    );
+    let batch: Vec<Value> = (0..90)
+        .map(|i| json!({"body": b64(&i.to_string())}))
+        .collect();
+    let sent = s.main.ok(
+        "QueueService/Send",
+        json!({"queue":"work","messages":batch}),
+    );
+    let mut expected: Vec<i64> = sent["seq_numbers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let stack = s.main.clone();
+            std::thread::spawn(move || {
+                let mut seen = vec![];
+                loop {
+                    let got = stack.ok("QueueService/Receive", json!({"queue":"work","max_messages":8}));
+                    let messages = got["messages"].as_array().cloned().unwrap_or_default();
+                    if messages.is_empty() {
+                        return seen;
+                    }
+                    for m in messages {
+                        stack.ok("QueueService/Complete", json!({"queue":"work","seq_number":m["seq_number"],"lock_token":m["lock_token"]}));
+                        seen.push(m["seq_number"].as_i64().unwrap_or(0));
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut all = vec![];
+    for c in consumers {
+        all.extend(c.join().map_err(|_| "consumer panicked")?);
+    }
+    all.sort_unstable();
+    expected.sort_unstable();
+    check!(
+        all == expected,
+        "delivered {} of {} (or duplicates)",
+        all.len(),
+        expected.len()
+    );
+    let stats = s.main.ok("QueueService/Stats", json!({"queue":"work"}));
+    check!(stats["total"] == 0, "{stats}");
+    Ok(())
+}
+
+fn bad_input(s: &Stacks) -> Result<(), String> {
+    let stack = &s.main;
+    stack.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"bad","config":{}}),
+    );
+    let send = "/mqlite.v1.QueueService/Send";
+    let cases: &[(&str, &[u8], u16, &str)] = &[
+        (send, b"{not json", 400, "invalid_argument"),
+        (
+            send,
+            br#"{"queue":"bad","messsages":[]}"#,
+            400,
+            "invalid_argument",
+        ),
+        (
+            send,
+            br#"{"queue":"bad","messages":[]}{"queue":"bad"}"#,
+            400,
+            "invalid_argument",
+        ),
+        (send, b"", 400, "invalid_argument"),
+        (
+            send,
+            br#"{"queue":"bad","messages":[{"body":"a"}]}"#,
+            400,
+            "invalid_argument",
+        ),
+        (
+            send,
+            br#"{"queue":"","messages":[]}"#,
+            400,
+            "invalid_argument",
+        ),
+        (
+            "/mqlite.v1.QueueService/Receive",
+            br#"{"queue":"bad","max_messages":"5"}"#,
+            400,
+            "invalid_argument",
+        ),
+        (
+            "/mqlite.v1.QueueService/Receive",
+            br#"{"queue":"missing"}"#,
+            404,
+            "not_found",
+        ),
+        ("/mqlite.v1.QueueService/Nope", b"{}", 404, "not_found"),
+    ];
+    for (path, body, status, code) in cases {
+        let reply = stack.raw("POST", path, Some(&stack.token), body);
+        check!(
+            reply.status == *status && reply.json()["code"] == *code,
+            "{path} {} -> {reply:?}",
+            String::from_utf8_lossy(body)
+        );
+        check!(
+            reply.header("content-type") == Some("application/json"),
+            "{reply:?}"
+        );
+    }
+    let method = stack.raw("GET", send, Some(&stack.token), b"");
+    check!(
+        method.status == 405 && method.json()["code"] == "unimplemented",
+        "{method:?}"
+    );
+    let big = vec![b' '; 33_554_433];
+    let over = stack.raw("POST", send, Some(&stack.token), &big);
+    check!(
+        over.status == 413 && over.json()["code"] == "message_too_large",
+        "{} {}",
+        over.status,
+        over.text
+    );
+    let body = format!(
+        r#"{{"queue":"bad","messages":[{{"body":"{}"}}]}}"#,
+        b64(&"x".repeat(1_048_577))
+    );
+    let too_big = stack.raw("POST", send, Some(&stack.token), body.as_bytes());
+    check!(too_big.status == 413, "{} {}", too_big.status, too_big.text);
+    Ok(())
+}
+
+fn auth_and_routing(s: &Stacks) -> Result<(), String> {
+    let stack = &s.main;
+    let missing = stack.raw("POST", "/mqlite.v1.AdminService/ListQueues", None, b"");
+    check!(
+        missing.status == 401
+            && missing.json()
+                == json!({"code":"unauthenticated","message":"missing or invalid Bearer token"}),
+        "{missing:?}"
+    );
+    check!(
+        missing.header("access-control-allow-origin") == Some("*"),
+        "{missing:?}"
+    );
+    let wrong = stack.raw(
+        "POST",
+        "/mqlite.v1.AdminService/ListQueues",
+        Some("nope"),
+        b"",
+    );
+    check!(wrong.status == 401, "{wrong:?}");
+    let unknown = stack.raw("POST", "/nope", None, b"");
+    check!(unknown.status == 401, "auth before routing: {unknown:?}");
+    let preflight = stack.raw("OPTIONS", "/mqlite.v1.QueueService/Send", None, b"");
+    check!(
+        preflight.status == 204 && preflight.header("access-control-max-age") == Some("86400"),
+        "{preflight:?}"
+    );
+    Ok(())
+}
+
+fn database_down(s: &Stacks) -> Result<(), String> {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let stack = Stack::start(
+        &s.tools,
+        StackOptions {
+            vars: &[("MQLITE_DB_TIMEOUT_MS", "3000")],
+            database_url: Some(dead),
+        },
+    )?;
+    for _ in 0..2 {
+        let reply = stack.rpc("AdminService/ListQueues", &json!({}));
+        check!(
+            reply.status == 500 && reply.json()["code"] == "internal",
+            "{reply:?}"
+        );
+        // workerd reports a refused connection exactly like a dropped answer
+        // ("Network connection lost."), so a write cannot be proven unapplied.
+        let write = stack.rpc(
+            "QueueService/Send",
+            &json!({"queue":"q","messages":[{"body":b64("x")}]}),
+        );
+        check!(
+            write.status == 503 && write.json()["code"] == "outcome_unknown",
+            "{write:?}"
+        );
+    }
+    let health = stack.raw("GET", "/healthz", None, b"");
+    check!(health.status == 200, "the isolate still serves: {health:?}");
+    Ok(())
+}
+
+fn tokens_unset(s: &Stacks) -> Result<(), String> {
+    let stack = Stack::start(
+        &s.tools,
+        StackOptions {
+            vars: &[("MQLITE_TOKENS", "")],
+            database_url: Some(s.main.db_url.clone()),
+        },
+    )?;
+    let reply = stack.rpc("AdminService/ListQueues", &json!({}));
+    check!(reply.status == 401, "fails closed: {reply:?}");
+    let card = stack.raw("GET", "/", None, b"").json();
+    check!(card["auth"] == "bearer", "{card}");
+    Ok(())
+}
