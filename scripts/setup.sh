@@ -20,9 +20,14 @@ ensure_apt_packages() {
 
 # Rust for wasm32: rustup's target where it can be downloaded, otherwise
 # Debian's rustc-web toolchain with std built from source (build-std).
+# MQLITE_WASM_ROUTE=debian forces the Debian route (to test it where rustup works).
 ensure_wasm_toolchain() {
   mkdir -p "$WASM_TOOLCHAIN_DIR"
   local mode_file="$WASM_TOOLCHAIN_DIR/mode"
+  if [ "${MQLITE_WASM_ROUTE:-}" = debian ]; then
+    [ "$(cat "$mode_file" 2>/dev/null)" = debian ] || install_debian_wasm_toolchain
+    return 0
+  fi
   if [ -f "$mode_file" ]; then
     if [ "$(cat "$mode_file")" = rustup ] || [ -x "$WASM_TOOLCHAIN_DIR/bin/rustc" ]; then
       return 0
@@ -36,6 +41,11 @@ ensure_wasm_toolchain() {
     echo rustup >"$mode_file"; return 0
   fi
   log "rustup cannot fetch the wasm32 target here; using Debian's rustc-web toolchain"
+  install_debian_wasm_toolchain
+}
+
+install_debian_wasm_toolchain() {
+  local mode_file="$WASM_TOOLCHAIN_DIR/mode"
   ensure_apt_packages rustc-web cargo-web rust-web-src rust-web-llvm lld-22
   [ -e /usr/bin/rust-lld ] || die "/usr/bin/rust-lld is missing after installing lld-22"
   mkdir -p "$WASM_TOOLCHAIN_DIR/bin"
