@@ -9,7 +9,7 @@ test:
 	bash scripts/test.sh
 
 bench:
-	bash scripts/bench.sh
+	bash scripts/bench.sh $(ARGS)
 
 build:
 	bash scripts/setup.sh && bash scripts/build-worker.sh

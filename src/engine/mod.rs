@@ -90,14 +90,6 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
-    pub fn clock(&self) -> &Clock {
-        &self.clock
-    }
-
     pub fn store(&self) -> &Store<T> {
         &self.store
     }

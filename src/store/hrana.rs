@@ -147,8 +147,6 @@ pub struct BatchResult {
 pub struct StmtResult {
     #[serde(default)]
     pub rows: Vec<Vec<Value>>,
-    #[serde(default)]
-    pub affected_row_count: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

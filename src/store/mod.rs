@@ -97,14 +97,6 @@ impl Committed {
             .and_then(Option::as_ref)
             .map_or(&[], |r| r.rows.as_slice())
     }
-
-    /// Rows changed by a statement without `RETURNING`.
-    pub fn affected(&self, step: StepId) -> u64 {
-        self.results
-            .get(FIRST_STEP + step.0)
-            .and_then(Option::as_ref)
-            .map_or(0, |r| r.affected_row_count)
-    }
 }
 
 /// How one attempt ended.

@@ -54,8 +54,3 @@ pub fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, St
         .map(|(k, v)| (k, v.unwrap_or_default()))
         .collect())
 }
-
-/// Encodes bytes as padded standard base64 (the only output form).
-pub fn encode_base64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}

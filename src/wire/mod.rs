@@ -6,5 +6,5 @@ mod decode;
 mod error;
 pub mod queue;
 
-pub use decode::{decode, encode_base64};
+pub use decode::decode;
 pub use error::{ApiError, ErrorCode};

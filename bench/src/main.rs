@@ -1,0 +1,131 @@
+//! `mqlite-bench`: starts the local stack (libSQL server + wrangler dev) and
+//! prints latency medians, side by side with a raw database round trip and a
+//! storage-free Worker request, plus claim latency at deep backlogs.
+//!
+//! Usage (via `make bench`): `mqlite-bench [--iterations N] [--backlogs 1000,10000,100000]`
+
+use std::time::{Duration, Instant};
+
+use mqlite_e2e::{b64, Stack, StackOptions, Tools};
+use serde_json::{json, Value};
+
+fn main() {
+    let mut iterations = 200usize;
+    let mut backlogs = vec![1_000usize, 10_000, 100_000];
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next()) {
+            ("--iterations", Some(n)) => iterations = n.parse().unwrap_or(iterations),
+            ("--backlogs", Some(list)) => {
+                backlogs = list.split(',').filter_map(|n| n.trim().parse().ok()).collect()
+            }
+            _ => {
+                eprintln!("usage: mqlite-bench [--iterations N] [--backlogs 1000,10000]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let tools = Tools::from_env().unwrap_or_else(|e| fail(&e));
+    let stack = Stack::start(&tools, StackOptions { vars: &[], database_url: None })
+        .unwrap_or_else(|e| fail(&e));
+    stack.ok("AdminService/CreateQueue", json!({"name":"bench","config":{}}));
+
+    println!("mqlite-edge latency through wrangler dev (workerd) + local libSQL, {iterations} iterations each");
+    println!("{:<44} {:>9} {:>9} {:>9}", "operation", "median", "p90", "p99");
+    let raw = measure(iterations, || raw_round_trip(&stack.db_url));
+    report("raw Hrana round trip (bench → libSQL)", &raw);
+    let health = measure(iterations, || {
+        stack.raw("GET", "/healthz", None, b"");
+    });
+    report("GET /healthz (Worker, no database)", &health);
+
+    let mut send = vec![];
+    let mut receive = vec![];
+    let mut complete = vec![];
+    for i in 0..iterations {
+        let body = json!({"queue":"bench","messages":[{"body": b64(&format!("message {i}"))}]});
+        let (_, t) = timed(|| stack.ok("QueueService/Send", body));
+        send.push(t);
+        let (got, t) = timed(|| stack.ok("QueueService/Receive", json!({"queue":"bench"})));
+        receive.push(t);
+        let m = &got["messages"][0];
+        let settle = json!({"queue":"bench","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+        let (_, t) = timed(|| stack.ok("QueueService/Complete", settle));
+        complete.push(t);
+    }
+    report("Send (1 message)", &send);
+    report("Receive (peek-lock, 1 message)", &receive);
+    report("Complete", &complete);
+    let base = median(&raw);
+    println!(
+        "ratios to the raw database round trip: Send {:.2}x, Receive {:.2}x, Complete {:.2}x, healthz {:.2}x",
+        median(&send) / base,
+        median(&receive) / base,
+        median(&complete) / base,
+        median(&health) / base
+    );
+
+    println!("\nclaim latency (Receive + Complete of the oldest message) at a standing backlog");
+    println!("{:<44} {:>9} {:>9} {:>9}", "backlog", "median", "p90", "p99");
+    let mut loaded = 0usize;
+    for backlog in backlogs {
+        let queue = "backlog";
+        if loaded == 0 {
+            stack.ok("AdminService/CreateQueue", json!({"name":queue,"config":{}}));
+        }
+        while loaded < backlog {
+            let n = (backlog - loaded).min(1000);
+            let batch: Vec<Value> = (0..n).map(|i| json!({"body": b64(&format!("b{}", loaded + i))})).collect();
+            stack.ok("QueueService/Send", json!({"queue":queue,"messages":batch}));
+            loaded += n;
+        }
+        let claim = measure(50, || {
+            let got = stack.ok("QueueService/Receive", json!({"queue":queue}));
+            let m = &got["messages"][0];
+            stack.ok("QueueService/Complete", json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}));
+        });
+        loaded -= 50;
+        report(&format!("{backlog} messages"), &claim);
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("mqlite-bench: {message}");
+    std::process::exit(1);
+}
+
+fn raw_round_trip(db_url: &str) {
+    let body = r#"{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT 1"}},{"type":"close"}]}"#;
+    let _ = ureq::post(&format!("{db_url}/v2/pipeline")).send_string(body);
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let value = f();
+    (value, started.elapsed())
+}
+
+fn measure(n: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    (0..n).map(|_| timed(&mut f).1).collect()
+}
+
+fn percentile(samples: &[Duration], p: f64) -> f64 {
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let index = ((ms.len() as f64 - 1.0) * p).round() as usize;
+    ms.get(index).copied().unwrap_or(0.0)
+}
+
+fn median(samples: &[Duration]) -> f64 {
+    percentile(samples, 0.5)
+}
+
+fn report(name: &str, samples: &[Duration]) {
+    println!(
+        "{:<44} {:>7.2}ms {:>7.2}ms {:>7.2}ms",
+        name,
+        median(samples),
+        percentile(samples, 0.9),
+        percentile(samples, 0.99)
+    );
+}
