@@ -17,7 +17,10 @@ fn main() {
         match (flag.as_str(), args.next()) {
             ("--iterations", Some(n)) => iterations = n.parse().unwrap_or(iterations),
             ("--backlogs", Some(list)) => {
-                backlogs = list.split(',').filter_map(|n| n.trim().parse().ok()).collect()
+                backlogs = list
+                    .split(',')
+                    .filter_map(|n| n.trim().parse().ok())
+                    .collect()
             }
             _ => {
                 eprintln!("usage: mqlite-bench [--iterations N] [--backlogs 1000,10000]");
@@ -26,12 +29,24 @@ fn main() {
         }
     }
     let tools = Tools::from_env().unwrap_or_else(|e| fail(&e));
-    let stack = Stack::start(&tools, StackOptions { vars: &[], database_url: None })
-        .unwrap_or_else(|e| fail(&e));
-    stack.ok("AdminService/CreateQueue", json!({"name":"bench","config":{}}));
+    let stack = Stack::start(
+        &tools,
+        StackOptions {
+            vars: &[],
+            database_url: None,
+        },
+    )
+    .unwrap_or_else(|e| fail(&e));
+    stack.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"bench","config":{}}),
+    );
 
     println!("mqlite-edge latency through wrangler dev (workerd) + local libSQL, {iterations} iterations each");
-    println!("{:<44} {:>9} {:>9} {:>9}", "operation", "median", "p90", "p99");
+    println!(
+        "{:<44} {:>9} {:>9} {:>9}",
+        "operation", "median", "p90", "p99"
+    );
     let raw = measure(iterations, || raw_round_trip(&stack.db_url));
     report("raw Hrana round trip (bench → libSQL)", &raw);
     let health = measure(iterations, || {
@@ -49,7 +64,8 @@ fn main() {
         let (got, t) = timed(|| stack.ok("QueueService/Receive", json!({"queue":"bench"})));
         receive.push(t);
         let m = &got["messages"][0];
-        let settle = json!({"queue":"bench","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+        let settle =
+            json!({"queue":"bench","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
         let (_, t) = timed(|| stack.ok("QueueService/Complete", settle));
         complete.push(t);
     }
@@ -66,23 +82,34 @@ fn main() {
     );
 
     println!("\nclaim latency (Receive + Complete of the oldest message) at a standing backlog");
-    println!("{:<44} {:>9} {:>9} {:>9}", "backlog", "median", "p90", "p99");
+    println!(
+        "{:<44} {:>9} {:>9} {:>9}",
+        "backlog", "median", "p90", "p99"
+    );
     let mut loaded = 0usize;
     for backlog in backlogs {
         let queue = "backlog";
         if loaded == 0 {
-            stack.ok("AdminService/CreateQueue", json!({"name":queue,"config":{}}));
+            stack.ok(
+                "AdminService/CreateQueue",
+                json!({"name":queue,"config":{}}),
+            );
         }
         while loaded < backlog {
             let n = (backlog - loaded).min(1000);
-            let batch: Vec<Value> = (0..n).map(|i| json!({"body": b64(&format!("b{}", loaded + i))})).collect();
+            let batch: Vec<Value> = (0..n)
+                .map(|i| json!({"body": b64(&format!("b{}", loaded + i))}))
+                .collect();
             stack.ok("QueueService/Send", json!({"queue":queue,"messages":batch}));
             loaded += n;
         }
         let claim = measure(50, || {
             let got = stack.ok("QueueService/Receive", json!({"queue":queue}));
             let m = &got["messages"][0];
-            stack.ok("QueueService/Complete", json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}));
+            stack.ok(
+                "QueueService/Complete",
+                json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+            );
         });
         loaded -= 50;
         report(&format!("{backlog} messages"), &claim);
