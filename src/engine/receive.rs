@@ -207,9 +207,12 @@ impl<T: Transport> Engine<T> {
     ) -> Result<Vec<ReceivedMessage>, EngineError> {
         let queue = request.queue.as_str();
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
-        let tokens = (0..max)
-            .map(|_| random_hex(16))
-            .collect::<Result<Vec<_>, _>>()?;
+        // One CSPRNG draw for every token this claim may hand out.
+        let entropy = random_hex(16 * max as usize)?;
+        let tokens: Vec<&str> = (0..entropy.len())
+            .step_by(32)
+            .filter_map(|i| entropy.get(i..i + 32))
+            .collect();
         let tokens = serde_json::to_string(&tokens).unwrap_or_default();
 
         let mut program = Program::write();
