@@ -6,6 +6,13 @@ use_tools_path
 cd "$REPO_ROOT"
 
 if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0; fi
+# worker-build always re-runs wasm-bindgen and wasm-opt: skip it when nothing
+# that goes into the Worker changed since the last build.
+if [ -f build/worker/shim.mjs ] && [ -f build/index_bg.wasm ] \
+   && [ -z "$(find src migrations Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
+  log "Worker build is up to date"
+  exit 0
+fi
 
 mode="$(cat "$WASM_TOOLCHAIN_DIR/mode" 2>/dev/null || true)"
 [ -n "$mode" ] || die "toolchain not set up: run scripts/setup.sh (or make dev / make test)"
