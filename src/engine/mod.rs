@@ -3,7 +3,9 @@
 //! performs no I/O of its own beyond the store it is given.
 
 mod clock;
+mod deferred;
 mod maintenance;
+mod peek;
 mod queues;
 mod receive;
 mod send;
@@ -11,10 +13,11 @@ mod settle;
 mod stats;
 
 pub use clock::Clock;
+pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};
 pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};
 pub use send::{OutgoingMessage, SendRequest};
-pub use settle::SettleRequest;
+pub use settle::{BatchResult, SettleItem, SettleRequest, Settlement};
 pub use stats::QueueStats;
 
 use crate::store::{RunError, Store, StoreError, Transport};
@@ -25,6 +28,8 @@ use crate::store::{RunError, Store, StoreError, Transport};
 pub enum EngineError {
     InvalidArgument(String),
     QueueNotFound,
+    /// Cancel found nothing to cancel.
+    NotFound,
     LockLost,
     DedupConflict,
     GroupRequired,

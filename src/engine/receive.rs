@@ -207,13 +207,7 @@ impl<T: Transport> Engine<T> {
     ) -> Result<Vec<ReceivedMessage>, EngineError> {
         let queue = request.queue.as_str();
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
-        // One CSPRNG draw for every token this claim may hand out.
-        let entropy = random_hex(16 * max as usize)?;
-        let tokens: Vec<&str> = (0..entropy.len())
-            .step_by(32)
-            .filter_map(|i| entropy.get(i..i + 32))
-            .collect();
-        let tokens = serde_json::to_string(&tokens).unwrap_or_default();
+        let tokens = claim_tokens(max as usize)?;
 
         let mut program = Program::write();
         self.housekeeping(&mut program, queue);
@@ -257,6 +251,17 @@ impl<T: Transport> Engine<T> {
     }
 }
 
+/// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON
+/// array, from one CSPRNG draw.
+pub(super) fn claim_tokens(n: usize) -> Result<String, EngineError> {
+    let entropy = random_hex(16 * n)?;
+    let tokens: Vec<&str> = (0..entropy.len())
+        .step_by(32)
+        .filter_map(|i| entropy.get(i..i + 32))
+        .collect();
+    Ok(serde_json::to_string(&tokens).unwrap_or_default())
+}
+
 fn read_claim(
     committed: &Committed,
     steps: ClaimSteps,
@@ -268,13 +273,21 @@ fn read_claim(
         return replayed(row.text(0)?);
     }
     let source = steps.deleted.unwrap_or(steps.claim);
-    let with_lease = steps.deleted.is_none();
-    let mut messages = committed
-        .rows(source)
-        .map(|row| received(&row, with_lease))
-        .collect::<Result<Vec<_>, EngineError>>()?;
+    let mut messages = read_received(committed, source, steps.deleted.is_none())?;
     messages.sort_by_key(|m| m.seq_number);
     Ok(messages)
+}
+
+/// Claimed rows in the Receive shape; `with_lease` adds token and deadline.
+pub(super) fn read_received(
+    committed: &Committed,
+    step: StepId,
+    with_lease: bool,
+) -> Result<Vec<ReceivedMessage>, EngineError> {
+    committed
+        .rows(step)
+        .map(|row| received(&row, with_lease))
+        .collect()
 }
 
 fn received(row: &Row, with_lease: bool) -> Result<ReceivedMessage, EngineError> {

@@ -5,12 +5,14 @@
 use serde::Serialize;
 
 use super::routes::Rpc;
+use crate::engine::Settlement;
 use crate::engine::{Engine, Waiter};
 use crate::store::Transport;
 use crate::wire::admin::{CreateQueueRequest, Empty, ListQueuesResponse};
 use crate::wire::queue::{
-    OkResponse, ReceiveRequest, ReceiveResponse, SendRequest, SendResponse, SettleRequest,
-    StatsRequest, StatsResponse,
+    BatchItemsRequest, BatchResultsResponse, CancelRequest, OkResponse, PeekRequest, PeekResponse,
+    ReceiveDeferredRequest, ReceiveRequest, ReceiveResponse, SendRequest, SendResponse,
+    SettleRequest, StatsRequest, StatsResponse,
 };
 use crate::wire::{decode, ApiError};
 
@@ -38,10 +40,54 @@ pub async fn call<T: Transport>(
                 messages: messages.into_iter().map(Into::into).collect(),
             })
         }
-        Rpc::Complete => {
+        Rpc::Complete | Rpc::Abandon | Rpc::Reject | Rpc::Defer => {
             let request: SettleRequest = decode(body)?;
-            engine.complete(&request.into()).await?;
+            let how = match rpc {
+                Rpc::Abandon => request.abandon(),
+                Rpc::Reject => request.reject(),
+                Rpc::Defer => Settlement::Defer,
+                _ => Settlement::Complete,
+            };
+            engine.settle(&request.target(), &how).await?;
             json(&OkResponse { ok: true })
+        }
+        Rpc::Renew => {
+            let request: SettleRequest = decode(body)?;
+            engine.renew(&request.target()).await?;
+            json(&OkResponse { ok: true })
+        }
+        Rpc::CompleteBatch | Rpc::RenewBatch => {
+            let request: BatchItemsRequest = decode(body)?;
+            let items = request.items();
+            let results = if rpc == Rpc::CompleteBatch {
+                engine.complete_batch(&request.queue, &items).await?
+            } else {
+                engine.renew_batch(&request.queue, &items).await?
+            };
+            json(&BatchResultsResponse {
+                results: results.into_iter().map(Into::into).collect(),
+            })
+        }
+        Rpc::ReceiveDeferred => {
+            let request: ReceiveDeferredRequest = decode(body)?;
+            let messages = engine
+                .receive_deferred(&request.queue, &request.seq_numbers)
+                .await?;
+            json(&ReceiveResponse {
+                messages: messages.into_iter().map(Into::into).collect(),
+            })
+        }
+        Rpc::Cancel => {
+            let request: CancelRequest = decode(body)?;
+            engine.cancel(&request.queue, request.seq_number).await?;
+            json(&OkResponse { ok: true })
+        }
+        Rpc::Peek => {
+            let request: PeekRequest = decode(body)?;
+            let messages = engine.peek(&request.into()).await?;
+            json(&PeekResponse {
+                messages: messages.into_iter().map(Into::into).collect(),
+            })
         }
         Rpc::Stats => {
             let request: StatsRequest = decode(body)?;

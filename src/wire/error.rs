@@ -133,6 +133,7 @@ impl From<EngineError> for ApiError {
             EngineError::QueueNotFound => {
                 ApiError::new(ErrorCode::NotFound, "mqlite: queue not found")
             }
+            EngineError::NotFound => ApiError::new(ErrorCode::NotFound, "mqlite: not found"),
             EngineError::LockLost => {
                 ApiError::new(ErrorCode::LockLost, "mqlite: lock lost or already settled")
             }

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::decode::{base64_bytes, nullable, string_map};
 use crate::engine::{
-    OutgoingMessage, QueueStats, ReceiveMode, ReceiveRequest as EngineReceive, ReceivedMessage,
-    SendRequest as EngineSend, SettleRequest as EngineSettle,
+    BatchResult, OutgoingMessage, PeekRequest as EnginePeek, PeekedMessage, QueueStats,
+    ReceiveMode, ReceiveRequest as EngineReceive, ReceivedMessage, SendRequest as EngineSend,
+    SettleItem, SettleRequest as EngineSettle, Settlement,
 };
 
 /// A message as sent. Broker-set members are known (so strict decoding
@@ -177,10 +178,7 @@ pub struct ReceivedOut {
 
 impl From<ReceivedMessage> for ReceivedOut {
     fn from(m: ReceivedMessage) -> Self {
-        let properties = m
-            .properties
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default();
+        let properties = properties_map(m.properties);
         let blank = |s: Option<String>| s.filter(|s| !s.is_empty());
         ReceivedOut {
             seq_number: m.seq_number,
@@ -222,12 +220,25 @@ pub struct SettleRequest {
     pub dead_letter_description: String,
 }
 
-impl From<SettleRequest> for EngineSettle {
-    fn from(r: SettleRequest) -> Self {
+impl SettleRequest {
+    pub fn target(&self) -> EngineSettle {
         EngineSettle {
-            queue: r.queue,
-            seq_number: r.seq_number,
-            lock_token: r.lock_token,
+            queue: self.queue.clone(),
+            seq_number: self.seq_number,
+            lock_token: self.lock_token.clone(),
+        }
+    }
+
+    pub fn abandon(&self) -> Settlement {
+        Settlement::Abandon {
+            delay_ms: self.delay_ms,
+        }
+    }
+
+    pub fn reject(&self) -> Settlement {
+        Settlement::Reject {
+            reason: self.dead_letter_reason.clone(),
+            description: self.dead_letter_description.clone(),
         }
     }
 }
@@ -270,4 +281,177 @@ impl From<QueueStats> for StatsResponse {
             oldest_message_age_ms: s.oldest_message_age_ms,
         }
     }
+}
+
+/// A (seq, token) pair of CompleteBatch/RenewBatch; both members always accepted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleItemIn {
+    #[serde(default, deserialize_with = "nullable")]
+    pub seq_number: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub lock_token: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchItemsRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub messages: Vec<SettleItemIn>,
+}
+
+impl BatchItemsRequest {
+    pub fn items(&self) -> Vec<SettleItem> {
+        self.messages
+            .iter()
+            .map(|m| SettleItem {
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.clone(),
+            })
+            .collect()
+    }
+}
+
+/// One positional batch result: `ok` always present, `locked_until_ms` only
+/// on renewed items.
+#[derive(Debug, Serialize)]
+pub struct BatchResultOut {
+    pub seq_number: i64,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_until_ms: Option<i64>,
+}
+
+impl From<BatchResult> for BatchResultOut {
+    fn from(r: BatchResult) -> Self {
+        BatchResultOut {
+            seq_number: r.seq_number,
+            ok: r.ok,
+            locked_until_ms: r.locked_until_ms,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchResultsResponse {
+    pub results: Vec<BatchResultOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiveDeferredRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub seq_numbers: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub seq_number: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeekRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub from_seq: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub state: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub max: i64,
+}
+
+impl From<PeekRequest> for EnginePeek {
+    fn from(r: PeekRequest) -> Self {
+        EnginePeek {
+            queue: r.queue,
+            from_seq: r.from_seq,
+            state: r.state,
+            max: r.max,
+        }
+    }
+}
+
+/// The Peek output shape: never a lock token.
+#[derive(Debug, Serialize)]
+pub struct PeekedOut {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub seq_number: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub state: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub body: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub delivery_count: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub enqueued_at_ms: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub visible_at_ms: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub expires_at_ms: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub locked_until_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_description: Option<String>,
+}
+
+impl From<PeekedMessage> for PeekedOut {
+    fn from(m: PeekedMessage) -> Self {
+        let blank = |s: Option<String>| s.filter(|s| !s.is_empty());
+        PeekedOut {
+            seq_number: m.seq_number,
+            state: m.state,
+            body: m.body_base64,
+            message_id: blank(m.message_id),
+            group_id: blank(m.group_id),
+            correlation_id: blank(m.correlation_id),
+            reply_to: blank(m.reply_to),
+            subject: blank(m.subject),
+            content_type: blank(m.content_type),
+            properties: properties_map(m.properties),
+            delivery_count: m.delivery_count,
+            enqueued_at_ms: m.enqueued_at_ms,
+            visible_at_ms: m.visible_at_ms,
+            expires_at_ms: m.expires_at_ms,
+            locked_until_ms: m.locked_until_ms,
+            dead_letter_reason: blank(m.dead_letter_reason),
+            dead_letter_description: blank(m.dead_letter_description),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PeekResponse {
+    pub messages: Vec<PeekedOut>,
+}
+
+fn properties_map(stored: Option<String>) -> BTreeMap<String, String> {
+    stored
+        .and_then(|p| serde_json::from_str(&p).ok())
+        .unwrap_or_default()
 }

@@ -1,0 +1,75 @@
+//! ReceiveDeferred (§10) and Cancel (§7).
+
+use super::receive::{claim_tokens, read_received, ReceivedMessage};
+use super::{require_name, unexpected, Engine, EngineError};
+use crate::store::{Program, Transport};
+
+/// T15: lock the requested deferred rows of this queue whose TTL has not
+/// run out, each at its first position in the request (a repeated seq is
+/// skipped: it is already locked). No ordering rule, no max-delivery check.
+/// `?2` seqs, `?3` tokens (one per request position).
+const CLAIM_DEFERRED: &str = "\
+WITH picked AS MATERIALIZED (
+  SELECT min(CAST(j.key AS INTEGER)) AS n, m.id FROM json_each(?2) j JOIN messages m ON m.id = j.value
+  WHERE m.queue = ?1 AND m.state = 'deferred' AND (m.expires_at = 0 OR m.expires_at > {now})
+  GROUP BY m.id)
+UPDATE messages SET
+  state = 'locked',
+  delivery_count = delivery_count + 1,
+  lock_token = json_extract(?3, '$[' || picked.n || ']'),
+  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
+FROM picked WHERE messages.id = picked.id
+RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
+  messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
+  messages.properties, messages.delivery_count, messages.enqueued_at,
+  messages.locked_until, messages.lock_token";
+
+const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+
+/// T4: only a never-delivered scheduled send that is not yet due; a due one
+/// already counts as active (lazy activation), a backoff-parked redelivery
+/// (count ≥ 1) is never cancellable.
+const CANCEL: &str = "\
+DELETE FROM messages
+WHERE id = ?2 AND queue = ?1 AND state = 'scheduled' AND delivery_count = 0 AND visible_at > {now}
+RETURNING id";
+
+impl<T: Transport> Engine<T> {
+    /// Locks deferred messages by seq, in request order; anything else is
+    /// skipped silently. Unknown queue → 404.
+    pub async fn receive_deferred(
+        &self,
+        queue: &str,
+        seqs: &[i64],
+    ) -> Result<Vec<ReceivedMessage>, EngineError> {
+        require_name(queue)?;
+        let tokens = claim_tokens(seqs.len().max(1))?;
+        let seqs_json = serde_json::to_string(seqs).unwrap_or_default();
+        let mut program = Program::write();
+        self.housekeeping(&mut program, queue);
+        let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
+        let claimed = program.step(
+            self.sql(CLAIM_DEFERRED),
+            vec![queue.into(), seqs_json.into(), tokens.into()],
+        );
+        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        if committed.first_row(exists).is_none() {
+            return Err(EngineError::QueueNotFound);
+        }
+        let mut messages = read_received(&committed, claimed, true)?;
+        messages.sort_by_key(|m| seqs.iter().position(|s| *s == m.seq_number));
+        Ok(messages)
+    }
+
+    /// Deletes a scheduled, never-delivered message; anything else is 404.
+    pub async fn cancel(&self, queue: &str, seq: i64) -> Result<(), EngineError> {
+        require_name(queue)?;
+        let mut program = Program::write();
+        let deleted = program.step(self.sql(CANCEL), vec![queue.into(), seq.into()]);
+        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        match committed.first_row(deleted) {
+            Some(_) => Ok(()),
+            None => Err(EngineError::NotFound),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Peek (wire §6.9): a read-only look at a queue's rows after its
+//! housekeeping; never locks, never shows a token.
+
+use super::{unexpected, Engine, EngineError};
+use crate::store::{Program, Row, Transport};
+
+const DEFAULT_MAX: i64 = 32;
+const MAX: i64 = 1000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeekRequest {
+    pub queue: String,
+    pub from_seq: i64,
+    /// "" = every state; an unknown state simply matches nothing [quirk].
+    pub state: String,
+    pub max: i64,
+}
+
+/// A message in the Peek output shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeekedMessage {
+    pub seq_number: i64,
+    pub state: String,
+    pub body_base64: String,
+    pub message_id: Option<String>,
+    pub group_id: Option<String>,
+    pub correlation_id: Option<String>,
+    pub reply_to: Option<String>,
+    pub subject: Option<String>,
+    pub content_type: Option<String>,
+    pub properties: Option<String>,
+    pub delivery_count: i64,
+    pub enqueued_at_ms: i64,
+    pub visible_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub locked_until_ms: i64,
+    pub dead_letter_reason: Option<String>,
+    pub dead_letter_description: Option<String>,
+}
+
+/// Rows in seq order from `?2`, at most `?3`, stopping after the row that
+/// crosses the body budget `?4` (at least one row always). With a state
+/// filter (`?5`) the (queue, state, id) index serves the seek; without one,
+/// the (queue) index yields rows in seq order.
+const PEEK: &str = "\
+SELECT id, state, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count, enqueued_at, visible_at, expires_at, locked_until,
+  dead_letter_reason, dead_letter_description
+FROM (SELECT *, sum(length(body)) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - length(body) AS before
+      FROM (SELECT * FROM messages WHERE queue = ?1 STATE_FILTER AND id >= ?2 ORDER BY id LIMIT ?3))
+WHERE before < ?4 ORDER BY id";
+
+impl<T: Transport> Engine<T> {
+    pub async fn peek(&self, request: &PeekRequest) -> Result<Vec<PeekedMessage>, EngineError> {
+        let max = if request.max <= 0 {
+            DEFAULT_MAX
+        } else {
+            request.max.min(MAX)
+        };
+        let mut program = Program::write();
+        self.housekeeping(&mut program, &request.queue);
+        let mut args = vec![
+            request.queue.as_str().into(),
+            request.from_seq.into(),
+            max.into(),
+            self.limits.response_budget_bytes.into(),
+        ];
+        let filter = if request.state.is_empty() {
+            ""
+        } else {
+            args.push(request.state.as_str().into());
+            "AND state = ?5"
+        };
+        let rows = program.step(PEEK.replace("STATE_FILTER", filter), args);
+        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        committed.rows(rows).map(|row| peeked(&row)).collect()
+    }
+}
+
+fn peeked(row: &Row) -> Result<PeekedMessage, EngineError> {
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    Ok(PeekedMessage {
+        seq_number: row.int(0)?,
+        state: row.text(1)?.to_owned(),
+        body_base64: row.blob_base64(2)?,
+        message_id: owned(row.opt_text(3)?),
+        group_id: owned(row.opt_text(4)?),
+        correlation_id: owned(row.opt_text(5)?),
+        reply_to: owned(row.opt_text(6)?),
+        subject: owned(row.opt_text(7)?),
+        content_type: owned(row.opt_text(8)?),
+        properties: owned(row.opt_text(9)?),
+        delivery_count: row.int(10)?,
+        enqueued_at_ms: row.int(11)?,
+        visible_at_ms: row.int(12)?,
+        expires_at_ms: row.int(13)?,
+        locked_until_ms: row.int(14)?,
+        dead_letter_reason: owned(row.opt_text(15)?),
+        dead_letter_description: owned(row.opt_text(16)?),
+    })
+}
