@@ -41,38 +41,24 @@ const fn route(path: &'static str, rpc: Rpc, permission: Permission) -> Route {
 }
 
 /// Served routes, in the order of the catalogue in wire §4.
+#[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
     route("/mqlite.v1.QueueService/Send", Rpc::Send, Permission::Send),
-    route(
-        "/mqlite.v1.QueueService/Receive",
-        Rpc::Receive,
-        Permission::Listen,
-    ),
-    route(
-        "/mqlite.v1.QueueService/Complete",
-        Rpc::Complete,
-        Permission::Listen,
-    ),
-    route(
-        "/mqlite.v1.QueueService/Schedule",
-        Rpc::Schedule,
-        Permission::Send,
-    ),
-    route(
-        "/mqlite.v1.QueueService/Stats",
-        Rpc::Stats,
-        Permission::Listen,
-    ),
-    route(
-        "/mqlite.v1.AdminService/CreateQueue",
-        Rpc::CreateQueue,
-        Permission::Manage,
-    ),
-    route(
-        "/mqlite.v1.AdminService/ListQueues",
-        Rpc::ListQueues,
-        Permission::Manage,
-    ),
+    route("/mqlite.v1.QueueService/Receive", Rpc::Receive, Permission::Listen),
+    route("/mqlite.v1.QueueService/Complete", Rpc::Complete, Permission::Listen),
+    route("/mqlite.v1.QueueService/CompleteBatch", Rpc::CompleteBatch, Permission::Listen),
+    route("/mqlite.v1.QueueService/RenewBatch", Rpc::RenewBatch, Permission::Listen),
+    route("/mqlite.v1.QueueService/Abandon", Rpc::Abandon, Permission::Listen),
+    route("/mqlite.v1.QueueService/Reject", Rpc::Reject, Permission::Listen),
+    route("/mqlite.v1.QueueService/Defer", Rpc::Defer, Permission::Listen),
+    route("/mqlite.v1.QueueService/ReceiveDeferred", Rpc::ReceiveDeferred, Permission::Listen),
+    route("/mqlite.v1.QueueService/Renew", Rpc::Renew, Permission::Listen),
+    route("/mqlite.v1.QueueService/Schedule", Rpc::Schedule, Permission::Send),
+    route("/mqlite.v1.QueueService/Cancel", Rpc::Cancel, Permission::Send),
+    route("/mqlite.v1.QueueService/Peek", Rpc::Peek, Permission::Listen),
+    route("/mqlite.v1.QueueService/Stats", Rpc::Stats, Permission::Listen),
+    route("/mqlite.v1.AdminService/CreateQueue", Rpc::CreateQueue, Permission::Manage),
+    route("/mqlite.v1.AdminService/ListQueues", Rpc::ListQueues, Permission::Manage),
 ];
 
 pub fn find(path: &str) -> Option<&'static Route> {
