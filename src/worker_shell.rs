@@ -8,10 +8,10 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 use worker::{
     event, AbortController, Context, Date, Delay, Env, Fetch, Headers, Method, Request,
-    RequestInit, Response,
+    RequestInit, Response, ScheduleContext, ScheduledEvent,
 };
 
-use crate::engine::{Clock, Waiter};
+use crate::engine::{Clock, Engine, Waiter};
 use crate::http::{self, body_too_large, Config, Service};
 use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
@@ -25,15 +25,36 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// A var or secret binding by name.
+fn binding(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(name).map(|v| v.to_string()))
+        .ok()
+}
+
+/// The cron trigger: one maintenance pass over every queue (idle queues
+/// converge, janitors, DLQ retention). Requests never depend on it.
+#[event(scheduled)]
+async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    let lookup = |name: &str| binding(&env, name);
+    let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
+        (Ok(config), Ok(transport)) => (config, transport),
+        (Err(e), _) | (_, Err(e)) => {
+            worker::console_error!("maintenance sweep skipped: {e}");
+            return;
+        }
+    };
+    let engine = Engine::new(transport, Clock::Database, config.limits.clone());
+    if let Err(e) = engine.sweep(&config.retention).await {
+        worker::console_error!("maintenance sweep failed: {e:?}");
+    }
+}
+
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let waiter = WorkerWaiter::start();
-    let lookup = |name: &str| {
-        env.secret(name)
-            .map(|s| s.to_string())
-            .or_else(|_| env.var(name).map(|v| v.to_string()))
-            .ok()
-    };
+    let lookup = |name: &str| binding(&env, name);
     let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
         (Ok(config), Ok(transport)) => (Ok(config), transport),
         (Err(e), _) | (_, Err(e)) => (Err(e), DatabaseFetch::unconfigured()),

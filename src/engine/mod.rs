@@ -11,6 +11,7 @@ mod receive;
 mod send;
 mod settle;
 mod stats;
+mod sweep;
 
 pub use clock::Clock;
 pub use peek::{PeekRequest, PeekedMessage};
@@ -19,6 +20,7 @@ pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter
 pub use send::{OutgoingMessage, SendRequest};
 pub use settle::{BatchResult, SettleItem, SettleRequest, Settlement};
 pub use stats::QueueStats;
+pub use sweep::Retention;
 
 use crate::store::{RunError, Store, StoreError, Transport};
 

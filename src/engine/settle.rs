@@ -8,6 +8,7 @@
 //!    clock read, so the fence and the effect cannot disagree;
 //! 3. answer from the receipt: a live exact receipt is success, whether
 //!    this call wrote it or an earlier identical request did (replay).
+//!
 //! A token is cleared by every effect, so an old receipt can never let a
 //! new effect through.
 

@@ -1,6 +1,6 @@
 //! Deployment configuration from Worker vars and secrets (wire §11).
 
-use crate::engine::Limits;
+use crate::engine::{Limits, Retention};
 
 /// Request body cap (wire §8).
 const DEFAULT_MAX_REQUEST_BYTES: usize = 33_554_432;
@@ -23,6 +23,8 @@ pub struct Config {
     pub cors: Option<String>,
     pub max_request_bytes: usize,
     pub limits: Limits,
+    /// Broker-wide DLQ retention applied by the cron sweep.
+    pub retention: Retention,
 }
 
 impl Config {
@@ -69,9 +71,11 @@ impl Config {
                 .filter(|v| *v > 0)
                 .unwrap_or(default)
         };
+        let retention = retention(&var);
         Ok(Config {
             auth,
             cors,
+            retention,
             max_request_bytes: positive("MQLITE_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES),
             limits: Limits {
                 max_message_bytes: positive("MQLITE_MAX_MESSAGE_BYTES", defaults.max_message_bytes),
@@ -89,5 +93,79 @@ impl Config {
 
     pub fn auth_enabled(&self) -> bool {
         self.auth != AuthMode::Off
+    }
+}
+
+/// `MQLITE_DLQ_RETENTION=off` disables all three bounds; otherwise each
+/// unparseable value keeps its default, as the reference does.
+fn retention(var: &impl Fn(&str) -> Option<String>) -> Retention {
+    if var("MQLITE_DLQ_RETENTION").is_some_and(|v| v.trim().eq_ignore_ascii_case("off")) {
+        return Retention::off();
+    }
+    let defaults = Retention::default();
+    let int = |name: &str, default: i64| {
+        var(name)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|v| *v >= 0)
+            .unwrap_or(default)
+    };
+    Retention {
+        max_age_ms: var("MQLITE_DLQ_MAX_AGE")
+            .and_then(|v| go_duration_ms(v.trim()))
+            .unwrap_or(defaults.max_age_ms),
+        max_count: int("MQLITE_DLQ_MAX_COUNT", defaults.max_count),
+        max_bytes: int("MQLITE_DLQ_MAX_BYTES", defaults.max_bytes),
+    }
+}
+
+/// A Go duration (`336h`, `1h30m`, `1.5h`, `250ms`) in whole milliseconds;
+/// `None` when it does not parse or is negative.
+pub fn go_duration_ms(text: &str) -> Option<i64> {
+    if text == "0" {
+        return Some(0);
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest.get(..number_len)?.parse().ok()?;
+        rest = rest.get(number_len..)?;
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit_ms = match rest.get(..unit_len)? {
+            "ns" => 1e-6,
+            "us" | "µs" => 1e-3,
+            "ms" => 1.0,
+            "s" => 1e3,
+            "m" => 60e3,
+            "h" => 3_600e3,
+            _ => return None,
+        };
+        rest = rest.get(unit_len..)?;
+        total += number * unit_ms;
+    }
+    Some(total as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_duration_ms;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration_ms("336h"), Some(1_209_600_000));
+        assert_eq!(go_duration_ms("1h30m"), Some(5_400_000));
+        assert_eq!(go_duration_ms("1.5s"), Some(1500));
+        assert_eq!(go_duration_ms("250ms"), Some(250));
+        assert_eq!(go_duration_ms("0"), Some(0));
+        for bad in ["", "1d", "h", "-1h", "1x"] {
+            assert_eq!(go_duration_ms(bad), None, "{bad}");
+        }
     }
 }

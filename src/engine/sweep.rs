@@ -1,0 +1,133 @@
+//! The periodic sweep (semantics §16.2, run by the Workers cron): the lazy
+//! housekeeping for every queue at once, so idle queues converge, plus the
+//! janitors and DLQ retention that no request drives. Correctness never
+//! depends on it having run: every request does its own housekeeping and
+//! every lookup checks its own window.
+
+use super::{unexpected, Engine, EngineError};
+use crate::store::{Program, Transport};
+
+/// Broker-wide DLQ retention defaults (`MQLITE_DLQ_*`); 0 = no bound.
+/// A queue's own positive `dlq_max_*` value wins over these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age_ms: i64,
+    pub max_count: i64,
+    pub max_bytes: i64,
+}
+
+impl Default for Retention {
+    /// The reference broker's defaults: 14 days, 1,000,000 per queue, bytes off.
+    fn default() -> Self {
+        Retention {
+            max_age_ms: 14 * 24 * 3_600_000,
+            max_count: 1_000_000,
+            max_bytes: 0,
+        }
+    }
+}
+
+impl Retention {
+    /// `MQLITE_DLQ_RETENTION=off`.
+    pub fn off() -> Self {
+        Retention {
+            max_age_ms: 0,
+            max_count: 0,
+            max_bytes: 0,
+        }
+    }
+}
+
+/// Rows one dimension of retention deletes per pass at most (the reference:
+/// 100 batches of 1000).
+const RETENTION_LIMIT: i64 = 100_000;
+
+const REAP_ALL: &str = "\
+UPDATE messages SET
+  state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
+    THEN 'dead_lettered' ELSE 'active' END,
+  dead_letter_reason = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
+    THEN 'MaxDeliveryCountExceeded' ELSE dead_letter_reason END,
+  lock_token = NULL,
+  locked_until = 0
+WHERE queue IN (SELECT name FROM queues) AND state = 'locked' AND locked_until <= {now}";
+
+const ACTIVATE_ALL: &str = "\
+UPDATE messages SET state = 'active'
+WHERE queue IN (SELECT name FROM queues) AND state = 'scheduled' AND visible_at <= {now}
+  AND (expires_at = 0 OR expires_at > {now})";
+
+const DEAD_LETTER_EXPIRED_ALL: &str = "\
+UPDATE messages SET state = 'dead_lettered', dead_letter_reason = 'TTLExpired',
+  lock_token = NULL, locked_until = 0
+WHERE queue IN (SELECT name FROM queues WHERE dead_letter_on_expire = 1)
+  AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}";
+
+const DISCARD_EXPIRED_ALL: &str = "\
+DELETE FROM messages
+WHERE queue IN (SELECT name FROM queues WHERE dead_letter_on_expire = 0)
+  AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}";
+
+/// Dedup entries older than the widest window of any queue.
+const DEDUP_JANITOR: &str = "\
+DELETE FROM dedup WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues)";
+
+const RECEIPT_JANITOR: &str = "DELETE FROM settlement_receipts WHERE expires_at <= {now}";
+const ATTEMPT_JANITOR: &str = "DELETE FROM receive_attempts WHERE expires_at <= {now}";
+
+/// Dead letters enqueued longer ago than the queue's age bound (§12.4: age
+/// counts from the original enqueue).
+const RETAIN_BY_AGE: &str = "\
+DELETE FROM messages WHERE id IN (
+  SELECT m.id FROM messages m JOIN queues q ON q.name = m.queue
+  WHERE m.state = 'dead_lettered'
+    AND (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END) > 0
+    AND m.enqueued_at < {now} - (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END)
+  ORDER BY m.id LIMIT ?2)";
+
+/// Keep the newest `count` dead letters of each queue.
+const RETAIN_BY_COUNT: &str = "\
+DELETE FROM messages WHERE id IN (
+  SELECT id FROM (
+    SELECT m.id, row_number() OVER (PARTITION BY m.queue ORDER BY m.id DESC) AS rank,
+      CASE WHEN q.dlq_max_count > 0 THEN q.dlq_max_count ELSE ?1 END AS cap
+    FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
+  WHERE cap > 0 AND rank > cap LIMIT ?2)";
+
+/// Walking newest to oldest, keep dead letters while their cumulative body
+/// size stays within the bound; the first that crosses goes, with all older.
+const RETAIN_BY_BYTES: &str = "\
+DELETE FROM messages WHERE id IN (
+  SELECT id FROM (
+    SELECT m.id,
+      sum(length(m.body)) OVER (PARTITION BY m.queue ORDER BY m.id DESC ROWS UNBOUNDED PRECEDING) AS kept,
+      CASE WHEN q.dlq_max_bytes > 0 THEN q.dlq_max_bytes ELSE ?1 END AS cap
+    FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
+  WHERE cap > 0 AND kept > cap LIMIT ?2)";
+
+impl<T: Transport> Engine<T> {
+    /// One maintenance pass over every queue, in one transaction.
+    pub async fn sweep(&self, retention: &Retention) -> Result<(), EngineError> {
+        let mut program = Program::write();
+        for sql in [
+            REAP_ALL,
+            ACTIVATE_ALL,
+            DEAD_LETTER_EXPIRED_ALL,
+            DISCARD_EXPIRED_ALL,
+            DEDUP_JANITOR,
+            RECEIPT_JANITOR,
+            ATTEMPT_JANITOR,
+        ] {
+            program.step(self.sql(sql), vec![]);
+        }
+        for (sql, bound) in [
+            (RETAIN_BY_AGE, retention.max_age_ms),
+            (RETAIN_BY_COUNT, retention.max_count),
+            (RETAIN_BY_BYTES, retention.max_bytes),
+        ] {
+            program.step(self.sql(sql), vec![bound.into(), RETENTION_LIMIT.into()]);
+        }
+        self.store.run(&program).await.map_err(unexpected)?;
+        Ok(())
+    }
+}
