@@ -8,9 +8,9 @@ use crate::store::{Program, Transport};
 /// run out, each at its first position in the request (a repeated seq is
 /// skipped: it is already locked). No ordering rule, no max-delivery check.
 /// `?2` seqs, `?3` tokens (one per request position).
-const CLAIM_DEFERRED: &str = "\
+pub(super) const CLAIM_DEFERRED: &str = "\
 WITH picked AS MATERIALIZED (
-  SELECT min(CAST(j.key AS INTEGER)) AS n, m.id FROM json_each(?2) j JOIN messages m ON m.id = j.value
+  SELECT min(CAST(j.key AS INTEGER)) AS n, m.id FROM json_each(?2) j CROSS JOIN messages m ON m.id = j.value
   WHERE m.queue = ?1 AND m.state = 'deferred' AND (m.expires_at = 0 OR m.expires_at > {now})
   GROUP BY m.id)
 UPDATE messages SET
@@ -24,12 +24,12 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.properties, messages.delivery_count, messages.enqueued_at,
   messages.locked_until, messages.lock_token";
 
-const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+pub(super) const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
 
 /// T4: only a never-delivered scheduled send that is not yet due; a due one
 /// already counts as active (lazy activation), a backoff-parked redelivery
 /// (count ≥ 1) is never cancellable.
-const CANCEL: &str = "\
+pub(super) const CANCEL: &str = "\
 DELETE FROM messages
 WHERE id = ?2 AND queue = ?1 AND state = 'scheduled' AND delivery_count = 0 AND visible_at > {now}
 RETURNING id";

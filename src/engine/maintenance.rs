@@ -8,7 +8,7 @@ use crate::store::{Program, Transport};
 
 /// T14: expired leases become claimable again, or dead letters once the
 /// delivery count is used up.
-const REAP_EXPIRED_LEASES: &str = "\
+pub(super) const REAP_EXPIRED_LEASES: &str = "\
 UPDATE messages SET
   state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?1)
     THEN 'dead_lettered' ELSE 'active' END,
@@ -20,20 +20,20 @@ WHERE queue = ?1 AND state = 'locked' AND locked_until <= {now}";
 
 /// T3: due scheduled rows activate — unless their TTL already ran out, in
 /// which case the TTL step dead-letters them in place (§6).
-const ACTIVATE_DUE_SCHEDULED: &str = "\
+pub(super) const ACTIVATE_DUE_SCHEDULED: &str = "\
 UPDATE messages SET state = 'active'
 WHERE queue = ?1 AND state = 'scheduled' AND visible_at <= {now}
   AND (expires_at = 0 OR expires_at > {now})";
 
 /// T16: TTL-expired rows of a dead-lettering queue.
-const DEAD_LETTER_EXPIRED: &str = "\
+pub(super) const DEAD_LETTER_EXPIRED: &str = "\
 UPDATE messages SET state = 'dead_lettered', dead_letter_reason = 'TTLExpired',
   lock_token = NULL, locked_until = 0
 WHERE queue = ?1 AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}
   AND (SELECT dead_letter_on_expire FROM queues WHERE name = ?1) = 1";
 
 /// T17: TTL-expired rows of a discarding queue.
-const DISCARD_EXPIRED: &str = "\
+pub(super) const DISCARD_EXPIRED: &str = "\
 DELETE FROM messages
 WHERE queue = ?1 AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}
   AND (SELECT dead_letter_on_expire FROM queues WHERE name = ?1) = 0";

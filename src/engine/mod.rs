@@ -6,6 +6,8 @@ mod clock;
 mod deferred;
 mod maintenance;
 mod peek;
+#[cfg(test)]
+mod plans;
 mod queues;
 mod receive;
 mod send;

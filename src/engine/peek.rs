@@ -42,7 +42,7 @@ pub struct PeekedMessage {
 /// crosses the body budget `?4` (at least one row always). With a state
 /// filter (`?5`) the (queue, state, id) index serves the seek; without one,
 /// the (queue) index yields rows in seq order.
-const PEEK: &str = "\
+pub(super) const PEEK: &str = "\
 SELECT id, state, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count, enqueued_at, visible_at, expires_at, locked_until,
   dead_letter_reason, dead_letter_description

@@ -69,50 +69,52 @@ pub struct LongPoll {
     pub attempts: u32,
 }
 
-/// The head-of-line rule (§8.2–8.3) for candidate `m`, as one EXISTS per
-/// state so each probe is an index seek. strict_fifo: any earlier
-/// locked/deferred/scheduled row blocks; otherwise only earlier rows of the
-/// same group do, and ungrouped rows are never blocked.
-const BLOCKED: &str = "\
-CASE (SELECT ordering_mode FROM queues WHERE name = ?1)
-WHEN 'strict_fifo' THEN
-  EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'locked' AND b.id < m.id)
-  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'deferred' AND b.id < m.id)
-  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'scheduled' AND b.id < m.id)
-ELSE m.group_id IS NOT NULL AND (
+/// strict_fifo head-of-line rule (§8.2–8.3) for candidate `c`: any earlier
+/// locked, deferred or scheduled row of the queue blocks it. One EXISTS per
+/// state, so each probe is an index seek. Blocking is monotone — if a
+/// candidate is blocked, every later one is too — so the walk stops at the
+/// first blocked candidate and an empty strict poll touches one row.
+pub(super) const STRICT_BLOCKED: &str = "\
+(EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'locked' AND b.id < c.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'deferred' AND b.id < c.id)
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.state = 'scheduled' AND b.id < c.id))";
+
+/// standard/group_fifo rule for candidate `m`: an earlier locked, deferred
+/// or scheduled row of the same group blocks it; ungrouped rows are never
+/// blocked. Probes seek the (queue, group_id, state, id) index.
+pub(super) const GROUP_BLOCKED: &str = "\
+(m.group_id IS NOT NULL AND (
   EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'locked' AND b.id < m.id)
   OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
-  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id))
-END";
+  OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))";
 
 /// The claim: a recursive walk that reproduces §8.4's iterative batch
-/// exactly — each step seeks the next claimable, unblocked row after the
-/// previous pick (ascending seq, on the (queue, state, id) index). In
-/// peek-lock mode a picked group blocks the rest of its group and
-/// strict_fifo stops after one; in receive-and-delete mode picked rows are
-/// gone, so they block nothing. The walk stops at `?2` messages or once the
-/// body budget `?4` is crossed (the crossing message is included). No row
-/// is picked while a live receive attempt `?5` exists (it is replayed).
-/// Each picked row takes its own CSPRNG token from the JSON array `?6`.
-const CLAIM: &str = "\
+/// exactly — each step seeks the next claimable row after the previous
+/// pick (ascending seq, on the (queue, state, id) index). In peek-lock mode
+/// a picked group blocks the rest of its group and strict_fifo stops after
+/// one; in receive-and-delete mode picked rows are gone, so they block
+/// nothing. The walk stops at `?2` messages or once the body budget `?4` is
+/// crossed (the crossing message is included). No row is picked while a
+/// live receive attempt `?5` exists (it is replayed). Each picked row takes
+/// its own CSPRNG token from the JSON array `?6`.
+pub(super) const CLAIM: &str = "\
 WITH RECURSIVE
+mode(strict) AS (SELECT ordering_mode = 'strict_fifo' FROM queues WHERE name = ?1),
 pick(n, id, bytes, groups) AS (
-  SELECT 0, 0, 0, '[]'
-  WHERE EXISTS (SELECT 1 FROM queues WHERE name = ?1)
-    AND NOT EXISTS (SELECT 1 FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?5 AND expires_at > {now})
+  SELECT 0, 0, 0, '[]' FROM mode
+  WHERE NOT EXISTS (SELECT 1 FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?5 AND expires_at > {now})
   UNION ALL
   SELECT p.n + 1, c.id, p.bytes + length(c.body),
     CASE WHEN c.group_id IS NULL OR ?3 = 1 THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
-  FROM pick p JOIN messages c ON c.id = (
+  FROM pick p, mode JOIN messages c ON c.id = (
     SELECT m.id FROM messages m
     WHERE m.queue = ?1 AND m.state = 'active' AND m.id > p.id
       AND (m.expires_at = 0 OR m.expires_at > {now})
-      AND NOT (BLOCKED)
-      AND (?3 = 1 OR m.group_id IS NULL
-           OR NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = m.group_id))
+      AND (mode.strict OR (NOT GROUP_BLOCKED AND (?3 = 1 OR m.group_id IS NULL
+           OR NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = m.group_id))))
     ORDER BY m.id LIMIT 1)
   WHERE p.n < ?2 AND p.bytes < ?4
-    AND (?3 = 1 OR p.n = 0 OR (SELECT ordering_mode FROM queues WHERE name = ?1) <> 'strict_fifo')
+    AND NOT (mode.strict AND ((?3 <> 1 AND p.n >= 1) OR STRICT_BLOCKED))
 ),
 picked AS MATERIALIZED (SELECT n, id FROM pick WHERE n > 0)
 UPDATE messages SET
@@ -126,15 +128,15 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.properties, messages.delivery_count, messages.enqueued_at,
   messages.locked_until, messages.lock_token";
 
-const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+pub(super) const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
 
 /// A live attempt record: the exact earlier answer.
-const FIND_ATTEMPT: &str = "\
+pub(super) const FIND_ATTEMPT: &str = "\
 SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}";
 
 /// Records this claim's exact answer under the attempt id, if it claimed
 /// anything; receive-and-delete answers carry no token or lease.
-const RECORD_ATTEMPT: &str = "\
+pub(super) const RECORD_ATTEMPT: &str = "\
 INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
 SELECT ?1, ?2, response, {now},
   {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
@@ -145,11 +147,11 @@ FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
     'delivery_count', m.delivery_count, 'enqueued_at_ms', m.enqueued_at,
     'locked_until_ms', CASE WHEN ?4 = 1 THEN NULL ELSE m.locked_until END,
     'lock_token', CASE WHEN ?4 = 1 THEN NULL ELSE m.lock_token END) AS r
-  FROM json_each(?3) t JOIN messages m ON m.lock_token = t.value ORDER BY m.id))
+  FROM json_each(?3) t CROSS JOIN messages m ON m.lock_token = t.value ORDER BY m.id))
 WHERE claimed > 0";
 
 /// Receive-and-delete: the claimed rows go in the same transaction.
-const DELETE_CLAIMED: &str = "\
+pub(super) const DELETE_CLAIMED: &str = "\
 DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count, enqueued_at";
@@ -216,7 +218,7 @@ impl<T: Transport> Engine<T> {
         let replay = (!attempt.is_empty())
             .then(|| program.step(self.sql(FIND_ATTEMPT), vec![queue.into(), attempt.into()]));
         let claim = program.step(
-            self.sql(&CLAIM.replace("BLOCKED", BLOCKED)),
+            self.sql(&claim_sql()),
             vec![
                 queue.into(),
                 max.into(),
@@ -249,6 +251,13 @@ impl<T: Transport> Engine<T> {
             },
         )
     }
+}
+
+/// The claim statement with its head-of-line rules spliced in.
+pub(super) fn claim_sql() -> String {
+    CLAIM
+        .replace("GROUP_BLOCKED", GROUP_BLOCKED)
+        .replace("STRICT_BLOCKED", STRICT_BLOCKED)
 }
 
 /// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON

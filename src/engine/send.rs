@@ -35,22 +35,22 @@ pub struct SendRequest {
 }
 
 /// The schedule time is not after the database's `now`.
-const NOT_FUTURE: &str = "{now} >= ?1";
-const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
-const IS_GROUP_FIFO: &str =
+pub(super) const NOT_FUTURE: &str = "{now} >= ?1";
+pub(super) const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
+pub(super) const IS_GROUP_FIFO: &str =
     "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND ordering_mode = 'group_fifo')";
 
 /// The id the next insert into `messages` receives: AUTOINCREMENT hands out
 /// one more than the largest id ever used, which `sqlite_sequence` records.
 /// Inside one write transaction nothing else inserts in between.
-const NEXT_SEQ: &str =
+pub(super) const NEXT_SEQ: &str =
     "(SELECT coalesce(max(seq), 0) + 1 FROM sqlite_sequence WHERE name = 'messages')";
 
 /// Dedup gate, step 1 (queues with a window only): claim `(queue, key)` for
 /// the message about to be inserted, unless an entry is still in its window.
 /// The claim records the seq the insert will get, which marks it as ours.
 /// A duplicate does not refresh `seen_at`: the window is fixed.
-const RESERVE_DEDUP_KEY: &str = "\
+pub(super) const RESERVE_DEDUP_KEY: &str = "\
 INSERT INTO dedup (queue, dedup_key, request_hash, seq_number, seen_at)
 SELECT name, ?2, ?3, (SELECT coalesce(max(seq), 0) + 1 FROM sqlite_sequence WHERE name = 'messages'), {now}
 FROM queues WHERE name = ?1 AND dedup_window_ms > 0
@@ -63,7 +63,7 @@ WHERE dedup.seen_at <= excluded.seen_at - (SELECT dedup_window_ms FROM queues WH
 /// Dedup gate, step 2 / plain insert: inserts unless the queue dedups and
 /// the key was not claimed for this very insert. TTL is anchored at the
 /// visible time and capped by the queue default (§4c).
-const INSERT_MESSAGE: &str = "\
+pub(super) const INSERT_MESSAGE: &str = "\
 INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, message_id,
   correlation_id, reply_to, group_id, content_type, subject, properties, body)
 SELECT q.name,
@@ -80,7 +80,7 @@ WHERE q.name = ?1 AND (q.dedup_window_ms <= 0 OR EXISTS (
 RETURNING id";
 
 /// Final dedup entries of the request's keys (queues with a window only).
-const READ_DEDUP_KEYS: &str = "\
+pub(super) const READ_DEDUP_KEYS: &str = "\
 SELECT d.dedup_key, d.request_hash, d.seq_number FROM dedup d JOIN queues q ON q.name = d.queue
 WHERE d.queue = ?1 AND q.dedup_window_ms > 0 AND d.dedup_key IN (SELECT value FROM json_each(?2))";
 

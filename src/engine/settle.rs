@@ -100,28 +100,31 @@ fn reject_reason(reason: &str) -> &str {
 
 /// Step 1: the receipt, written only under the fence (decisions.md #2:
 /// TTL fences like an expired lease; the deadline instant is expired).
+/// `CROSS JOIN` pins the join order: rows are found by primary key, never
+/// by walking the queue's live leases.
 /// `?1` queue, `?2` JSON array of `[seq, token]` pairs, `?3` operation, `?4` args.
-const RECORD_RECEIPTS: &str = "\
+pub(super) const RECORD_RECEIPTS: &str = "\
 INSERT OR REPLACE INTO settlement_receipts
   (queue, seq_number, lock_token, operation, args, created_at, expires_at)
 SELECT m.queue, m.id, m.lock_token, ?3, ?4, {now}, {now} + RECEIPT_LIFETIME
-FROM json_each(?2) j JOIN messages m ON m.id = json_extract(j.value, '$[0]')
+FROM json_each(?2) j CROSS JOIN messages m ON m.id = json_extract(j.value, '$[0]')
 WHERE m.queue = ?1 AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
   AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})";
 
 /// Rows of this request whose receipt was just written (their token is
-/// still set, so only this call's receipt can match).
-const RECEIPTED: &str = "\
-id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND queue = ?1 AND state = 'locked'
+/// still set, so only this call's receipt can match). The unary `+` keeps
+/// the planner on the primary key instead of walking the queue's leases.
+pub(super) const RECEIPTED: &str = "\
+id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AND +state = 'locked'
   AND EXISTS (SELECT 1 FROM settlement_receipts r WHERE r.queue = ?1 AND r.seq_number = messages.id
     AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4)";
 
 /// T7: completion deletes the row.
-const COMPLETE: &str = "DELETE FROM messages WHERE RECEIPTED";
+pub(super) const COMPLETE: &str = "DELETE FROM messages WHERE RECEIPTED";
 
 /// T8–T10: back to active (no delay), parked as scheduled (delay > 0), or
 /// dead-lettered once the delivery count is used up (delay ignored).
-const ABANDON: &str = "\
+pub(super) const ABANDON: &str = "\
 UPDATE messages SET
   state = CASE
     WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?1) THEN 'dead_lettered'
@@ -138,13 +141,13 @@ UPDATE messages SET
 WHERE RECEIPTED";
 
 /// T11: dead-letter with the client's reason, regardless of the count.
-const REJECT: &str = "\
+pub(super) const REJECT: &str = "\
 UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5,
   dead_letter_description = nullif(?6, ''), lock_token = NULL, locked_until = 0
 WHERE RECEIPTED";
 
 /// T12: parked until ReceiveDeferred.
-const DEFER: &str = "\
+pub(super) const DEFER: &str = "\
 UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE RECEIPTED";
 
 /// Step 3: the request pairs that hold a live receipt of exactly this
@@ -152,27 +155,27 @@ UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHER
 /// only has one if that very pair passed the fence — now or in an earlier
 /// identical request — and a correct pair can never vouch for a wrong one
 /// sharing its token (§9.4).
-const LIVE_RECEIPTS: &str = "\
+pub(super) const LIVE_RECEIPTS: &str = "\
 SELECT r.seq_number, r.lock_token FROM settlement_receipts r
 WHERE r.queue = ?1 AND r.operation = ?3 AND r.args = ?4 AND r.expires_at > {now}
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = r.seq_number
     AND json_extract(j.value, '$[1]') = r.lock_token)
   AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2))";
 
-const QUEUE_EXISTS: &str = "SELECT lock_duration_ms FROM queues WHERE name = ?1";
+pub(super) const QUEUE_EXISTS: &str = "SELECT lock_duration_ms FROM queues WHERE name = ?1";
 
 /// T13: extend live, fenced leases to `now + lock_duration`, never shorter.
 /// Returns the committed deadlines.
-const RENEW: &str = "\
+pub(super) const RENEW: &str = "\
 UPDATE messages SET locked_until = max(locked_until, {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1))
-WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND queue = ?1 AND state = 'locked'
-  AND locked_until > {now} AND (expires_at = 0 OR expires_at > {now})
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AND +state = 'locked'
+  AND +locked_until > {now} AND (expires_at = 0 OR expires_at > {now})
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = messages.id
     AND json_extract(j.value, '$[1]') = messages.lock_token)
 RETURNING id, lock_token, locked_until";
 
 /// The clock after the renewal statement finished.
-const NOW_AFTER: &str = "SELECT {now}";
+pub(super) const NOW_AFTER: &str = "SELECT {now}";
 
 /// More items than this in one RenewBatch is a 400.
 const MAX_RENEW_BATCH: usize = 512;

@@ -18,7 +18,7 @@ pub struct QueueStats {
 /// Counts are index-only scans of (queue, state, id). The oldest active or
 /// locked message is the lowest seq of each state: seqs are assigned in
 /// enqueue order, so no scan by enqueue time is needed.
-const STATS: &str = "\
+pub(super) const STATS: &str = "\
 SELECT
   (SELECT count(*) FROM messages WHERE queue = ?1 AND state = 'active'),
   (SELECT count(*) FROM messages WHERE queue = ?1 AND state = 'locked'),
