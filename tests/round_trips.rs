@@ -123,3 +123,124 @@ async fn every_rpc_of_the_slice_is_one_database_request() {
         1
     );
 }
+
+#[tokio::test]
+async fn every_settle_batch_and_inspection_rpc_is_one_database_request() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let batch: Vec<Value> = (0..20)
+        .map(|i| json!({"body": b64(&i.to_string())}))
+        .collect();
+    api.ok("QueueService/Send", json!({"queue":"q","messages":batch}))
+        .await;
+    let got = api
+        .ok(
+            "QueueService/Receive",
+            json!({"queue":"q","max_messages":20}),
+        )
+        .await;
+    let ms: Vec<Value> = got["messages"].as_array().cloned().unwrap_or_default();
+    let settle = |m: &Value, extra: Value| {
+        let mut body =
+            json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        body
+    };
+    let pairs = |range: std::ops::Range<usize>| -> Vec<Value> {
+        ms[range]
+            .iter()
+            .map(|m| json!({"seq_number":m["seq_number"],"lock_token":m["lock_token"]}))
+            .collect()
+    };
+    assert_eq!(
+        trips(&api, "QueueService/Renew", settle(&ms[0], json!({}))).await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/RenewBatch",
+            json!({"queue":"q","messages":pairs(0..10)})
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/Abandon",
+            settle(&ms[0], json!({"delay_ms":1000}))
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/Reject",
+            settle(&ms[1], json!({"dead_letter_reason":"r"}))
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        trips(&api, "QueueService/Defer", settle(&ms[2], json!({}))).await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/CompleteBatch",
+            json!({"queue":"q","messages":pairs(3..20)})
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/ReceiveDeferred",
+            json!({"queue":"q","seq_numbers":[ms[2]["seq_number"]]})
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        trips(&api, "QueueService/Peek", json!({"queue":"q","max":1000})).await,
+        1
+    );
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/Peek",
+            json!({"queue":"q","state":"dead_lettered"})
+        )
+        .await,
+        1
+    );
+    let t = api.clock.manual_now().unwrap_or(0) + 60_000;
+    let s = api
+        .ok(
+            "QueueService/Schedule",
+            json!({"queue":"q","scheduled_enqueue_time_ms":t,"messages":[{"body":b64("s")}]}),
+        )
+        .await;
+    assert_eq!(
+        trips(
+            &api,
+            "QueueService/Cancel",
+            json!({"queue":"q","seq_number":s["seq_numbers"][0]})
+        )
+        .await,
+        1
+    );
+    let before = api.round_trips();
+    api.service
+        .engine()
+        .sweep(&mqlite_edge::engine::Retention::default())
+        .await
+        .expect("sweep");
+    assert_eq!(api.round_trips() - before, 1, "the cron sweep too");
+}

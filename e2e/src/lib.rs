@@ -140,6 +140,8 @@ impl Stack {
             .args(["--inspector-port", &free_port().to_string()])
             .args(["--persist-to", &dir.join("wrangler").to_string_lossy()])
             .args(["--show-interactive-dev-session=false"])
+            // Exposes /__scheduled so tests can fire the cron handler.
+            .args(["--test-scheduled"])
             .args(["--var", &format!("MQLITE_DB:{db_url}")])
             .args(["--var", &format!("MQLITE_TOKENS:{token}")]);
         for (k, v) in options.vars {

@@ -32,10 +32,12 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // DLQ retention bound for the cron scenario; nothing else keeps > 2.
+    let vars = [("MQLITE_DLQ_MAX_COUNT", "2")];
     let main = match Stack::start(
         &tools,
         StackOptions {
-            vars: &[],
+            vars: &vars,
             database_url: None,
         },
     ) {
@@ -74,6 +76,15 @@ fn main() {
             database_down,
         ),
         ("config_without_tokens_fails_closed", tokens_unset),
+        ("c133_abandon_backoff_in_real_time", abandon_backoff),
+        ("c084_schedule_activates_in_real_time", schedule_activation),
+        ("c106_c165_ttl_in_real_time", ttl_expiry),
+        ("c109_group_order_through_workerd", group_order),
+        (
+            "c144_c151_c157_batches_and_deferred_through_workerd",
+            batches_and_deferred,
+        ),
+        ("c178_cron_sweep_applies_dlq_retention", cron_retention),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, scenario) in scenarios {
@@ -118,10 +129,22 @@ fn card_and_healthz(s: &Stacks) -> Result<(), String> {
         v["name"] == "mqlite" && v["auth"] == "bearer" && v["status"] == "ok",
         "{v}"
     );
-    check!(
-        v["endpoints"].as_array().is_some_and(|e| e.len() == 7),
-        "{v}"
-    );
+    let endpoints: Vec<String> = v["endpoints"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    check!(endpoints.len() >= 16, "{v}");
+    for path in &endpoints {
+        let served = s.main.raw("POST", path, Some(&s.main.token), b"{}");
+        check!(
+            served.json()["message"] != format!("no such path: {path}"),
+            "{path} is listed but not served"
+        );
+    }
     let health = s.main.raw("GET", "/healthz", None, b"");
     check!(health.status == 200 && health.text == "ok", "{health:?}");
     Ok(())
@@ -544,5 +567,206 @@ fn tokens_unset(s: &Stacks) -> Result<(), String> {
     check!(reply.status == 401, "fails closed: {reply:?}");
     let card = stack.raw("GET", "/", None, b"").json();
     check!(card["auth"] == "bearer", "{card}");
+    Ok(())
+}
+
+fn settle_body(queue: &str, m: &Value, extra: Value) -> Value {
+    let mut body = json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    body
+}
+
+fn abandon_backoff(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"backoff","config":{}}),
+    );
+    st.ok(
+        "QueueService/Send",
+        json!({"queue":"backoff","messages":[{"body":b64("x")}]}),
+    );
+    let got = st.ok("QueueService/Receive", json!({"queue":"backoff"}));
+    st.ok(
+        "QueueService/Abandon",
+        settle_body("backoff", &got["messages"][0], json!({"delay_ms":1500})),
+    );
+    let peek = st.ok("QueueService/Peek", json!({"queue":"backoff"}));
+    check!(peek["messages"][0]["state"] == "scheduled", "{peek}");
+    check!(
+        st.ok("QueueService/Receive", json!({"queue":"backoff"})) == json!({"messages":[]}),
+        "parked"
+    );
+    std::thread::sleep(Duration::from_millis(2000));
+    let again = st.ok(
+        "QueueService/Receive",
+        json!({"queue":"backoff","wait_time_ms":2000}),
+    );
+    check!(again["messages"][0]["delivery_count"] == 2, "{again}");
+    Ok(())
+}
+
+fn schedule_activation(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"sched","config":{}}),
+    );
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    st.ok(
+        "QueueService/Schedule",
+        json!({"queue":"sched","scheduled_enqueue_time_ms":now_ms + 2000,"messages":[{"body":b64("later")}]}),
+    );
+    check!(
+        st.ok("QueueService/Receive", json!({"queue":"sched"})) == json!({"messages":[]}),
+        "not yet"
+    );
+    std::thread::sleep(Duration::from_millis(4000));
+    let got = st.ok(
+        "QueueService/Receive",
+        json!({"queue":"sched","wait_time_ms":3000}),
+    );
+    check!(got["messages"][0]["body"] == b64("later"), "{got}");
+    Ok(())
+}
+
+fn ttl_expiry(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"ttl","config":{"default_ttl_ms":1000}}),
+    );
+    st.ok(
+        "QueueService/Send",
+        json!({"queue":"ttl","messages":[{"body":b64("x")}]}),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    check!(
+        st.ok("QueueService/Receive", json!({"queue":"ttl"})) == json!({"messages":[]}),
+        "expired"
+    );
+    let peek = st.ok("QueueService/Peek", json!({"queue":"ttl"}));
+    check!(
+        peek["messages"][0]["dead_letter_reason"] == "TTLExpired",
+        "{peek}"
+    );
+    Ok(())
+}
+
+fn group_order(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"groups","config":{"ordering_mode":"group_fifo"}}),
+    );
+    st.ok(
+        "QueueService/Send",
+        json!({"queue":"groups","messages":[
+            {"body":b64("a1"),"group_id":"A"},{"body":b64("a2"),"group_id":"A"},{"body":b64("b1"),"group_id":"B"}]}),
+    );
+    let got = st.ok(
+        "QueueService/Receive",
+        json!({"queue":"groups","max_messages":10}),
+    );
+    let bodies: Vec<&str> = got["messages"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["body"].as_str()).collect())
+        .unwrap_or_default();
+    check!(bodies == [b64("a1"), b64("b1")], "one per group: {got}");
+    Ok(())
+}
+
+fn batches_and_deferred(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"batch","config":{"lock_duration_ms":10000}}),
+    );
+    let batch: Vec<Value> = (0..5)
+        .map(|i| json!({"body": b64(&i.to_string())}))
+        .collect();
+    st.ok(
+        "QueueService/Send",
+        json!({"queue":"batch","messages":batch}),
+    );
+    let got = st.ok(
+        "QueueService/Receive",
+        json!({"queue":"batch","max_messages":5}),
+    );
+    let ms = got["messages"].as_array().cloned().unwrap_or_default();
+    check!(ms.len() == 5, "{got}");
+    let pairs: Vec<Value> = ms
+        .iter()
+        .map(|m| json!({"seq_number":m["seq_number"],"lock_token":m["lock_token"]}))
+        .collect();
+    let renewed = st.ok(
+        "QueueService/RenewBatch",
+        json!({"queue":"batch","messages":pairs}),
+    );
+    check!(
+        renewed["results"].as_array().is_some_and(|r| r
+            .iter()
+            .all(|x| x["ok"] == true && x["locked_until_ms"].is_i64())),
+        "{renewed}"
+    );
+    st.ok(
+        "QueueService/Defer",
+        settle_body("batch", &ms[0], json!({})),
+    );
+    let done = st.ok(
+        "QueueService/CompleteBatch",
+        json!({"queue":"batch","messages":pairs[1..]}),
+    );
+    check!(
+        done["results"]
+            .as_array()
+            .is_some_and(|r| r.len() == 4 && r.iter().all(|x| x["ok"] == true)),
+        "{done}"
+    );
+    let deferred = st.ok(
+        "QueueService/ReceiveDeferred",
+        json!({"queue":"batch","seq_numbers":[ms[0]["seq_number"]]}),
+    );
+    check!(deferred["messages"][0]["delivery_count"] == 2, "{deferred}");
+    st.ok(
+        "QueueService/Complete",
+        settle_body("batch", &deferred["messages"][0], json!({})),
+    );
+    let stats = st.ok("QueueService/Stats", json!({"queue":"batch"}));
+    check!(stats["total"] == 0, "{stats}");
+    Ok(())
+}
+
+/// Fires the real cron handler (`wrangler dev --test-scheduled`) and checks
+/// its DLQ retention (`MQLITE_DLQ_MAX_COUNT=2` on the main stack).
+fn cron_retention(s: &Stacks) -> Result<(), String> {
+    let st = &s.main;
+    st.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"dlq","config":{}}),
+    );
+    let batch: Vec<Value> = (0..4)
+        .map(|i| json!({"body": b64(&i.to_string())}))
+        .collect();
+    st.ok("QueueService/Send", json!({"queue":"dlq","messages":batch}));
+    let got = st.ok(
+        "QueueService/Receive",
+        json!({"queue":"dlq","max_messages":4}),
+    );
+    for m in got["messages"].as_array().cloned().unwrap_or_default() {
+        st.ok("QueueService/Reject", settle_body("dlq", &m, json!({})));
+    }
+    let fired = st.raw("GET", "/__scheduled?cron=*+*+*+*+*", None, b"");
+    check!(fired.status == 200, "cron trigger: {fired:?}");
+    let stats = st.ok("QueueService/Stats", json!({"queue":"dlq"}));
+    check!(
+        stats["dead_lettered"] == 2,
+        "retention kept the 2 newest: {stats}"
+    );
     Ok(())
 }
