@@ -114,6 +114,32 @@ fn main() {
         loaded -= 50;
         report(&format!("{backlog} messages"), &claim);
     }
+
+    println!("\nempty poll (Receive, wait 0) with 10000 messages blocked behind one in flight");
+    println!(
+        "{:<44} {:>9} {:>9} {:>9}",
+        "ordering", "median", "p90", "p99"
+    );
+    for (queue, mode, group) in [
+        ("blocked-strict", "strict_fifo", None),
+        ("blocked-group", "group_fifo", Some("G")),
+    ] {
+        stack.ok(
+            "AdminService/CreateQueue",
+            json!({"name":queue,"config":{"ordering_mode":mode}}),
+        );
+        for chunk in 0..10 {
+            let batch: Vec<Value> = (0..1000)
+                .map(|i| json!({"body": b64(&format!("{chunk}-{i}")), "group_id": group}))
+                .collect();
+            stack.ok("QueueService/Send", json!({"queue":queue,"messages":batch}));
+        }
+        stack.ok("QueueService/Receive", json!({"queue":queue}));
+        let polls = measure(30, || {
+            stack.ok("QueueService/Receive", json!({"queue":queue}));
+        });
+        report(mode, &polls);
+    }
 }
 
 fn fail(message: &str) -> ! {

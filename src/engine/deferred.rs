@@ -1,6 +1,6 @@
 //! ReceiveDeferred (§10) and Cancel (§7).
 
-use super::receive::{claim_tokens, read_received, ReceivedMessage};
+use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
 use super::{require_name, unexpected, Engine, EngineError};
 use crate::store::{Program, Transport};
 
@@ -13,16 +13,7 @@ WITH picked AS MATERIALIZED (
   SELECT min(CAST(j.key AS INTEGER)) AS n, m.id FROM json_each(?2) j CROSS JOIN messages m ON m.id = j.value
   WHERE m.queue = ?1 AND m.state = 'deferred' AND (m.expires_at = 0 OR m.expires_at > {now})
   GROUP BY m.id)
-UPDATE messages SET
-  state = 'locked',
-  delivery_count = delivery_count + 1,
-  lock_token = json_extract(?3, '$[' || picked.n || ']'),
-  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
-FROM picked WHERE messages.id = picked.id
-RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
-  messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
-  messages.properties, messages.delivery_count, messages.enqueued_at,
-  messages.locked_until, messages.lock_token";
+LOCK_PICKED";
 
 pub(super) const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
 
@@ -49,7 +40,7 @@ impl<T: Transport> Engine<T> {
         self.housekeeping(&mut program, queue);
         let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
         let claimed = program.step(
-            self.sql(CLAIM_DEFERRED),
+            self.sql(&claim_deferred_sql()),
             vec![queue.into(), seqs_json.into(), tokens.into()],
         );
         let committed = self.store.run(&program).await.map_err(unexpected)?;
@@ -72,4 +63,9 @@ impl<T: Transport> Engine<T> {
             None => Err(EngineError::NotFound),
         }
     }
+}
+
+/// The ReceiveDeferred statement with the shared locking tail spliced in.
+pub(super) fn claim_deferred_sql() -> String {
+    CLAIM_DEFERRED.replace("LOCK_PICKED", &LOCK_PICKED.replace("TOKENS", "?3"))
 }

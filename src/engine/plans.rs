@@ -178,7 +178,7 @@ fn reads_and_sends_seek() {
     assert_no_message_scan("peek", &d);
     assert_uses("peek", &d, "messages_by_queue (queue=? AND rowid>?)");
     let d = plan(
-        deferred::CLAIM_DEFERRED,
+        &deferred::claim_deferred_sql(),
         vec![text("q"), text("[1]"), text("[\"t\"]")],
     );
     assert_no_message_scan("receive deferred", &d);

@@ -116,11 +116,17 @@ pick(n, id, bytes, groups) AS (
   WHERE p.n < ?2 AND p.bytes < ?4
     AND NOT (mode.strict AND ((?3 <> 1 AND p.n >= 1) OR STRICT_BLOCKED))
 ),
-picked AS MATERIALIZED (SELECT n, id FROM pick WHERE n > 0)
+picked AS MATERIALIZED (SELECT n - 1 AS n, id FROM pick WHERE n > 0)
+LOCK_PICKED";
+
+/// T5/T15: lock the `picked(n, id)` rows — each takes token `n` (0-based)
+/// of the JSON array `TOKENS` and a lease from the queue's lock duration —
+/// and return them in the Receive shape.
+pub(super) const LOCK_PICKED: &str = "\
 UPDATE messages SET
   state = 'locked',
   delivery_count = delivery_count + 1,
-  lock_token = json_extract(?6, '$[' || (picked.n - 1) || ']'),
+  lock_token = json_extract(TOKENS, '$[' || picked.n || ']'),
   locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
 FROM picked WHERE messages.id = picked.id
 RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
@@ -256,6 +262,7 @@ impl<T: Transport> Engine<T> {
 /// The claim statement with its head-of-line rules spliced in.
 pub(super) fn claim_sql() -> String {
     CLAIM
+        .replace("LOCK_PICKED", &LOCK_PICKED.replace("TOKENS", "?6"))
         .replace("GROUP_BLOCKED", GROUP_BLOCKED)
         .replace("STRICT_BLOCKED", STRICT_BLOCKED)
 }
