@@ -916,3 +916,27 @@ async fn c208_c209_stats_per_state_and_oldest_age() {
     );
     assert_eq!(api.stats("other").await["oldest_message_age_ms"], 0);
 }
+
+#[tokio::test]
+async fn c152_renew_batch_with_a_wrong_token_changes_nothing() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":10000}))
+        .await;
+    api.send_text("q", "x").await;
+    let m = receive(&api, "q").await;
+    api.advance(3000);
+    let r = api
+        .ok(
+            "QueueService/RenewBatch",
+            json!({"queue":"q","messages":[{"seq_number":m["seq_number"],"lock_token":"wrong"}]}),
+        )
+        .await;
+    assert_eq!(
+        r,
+        json!({"results":[{"seq_number":m["seq_number"],"ok":false}]})
+    );
+    assert_eq!(
+        peek_one(&api, "q").await["locked_until_ms"],
+        m["locked_until_ms"]
+    );
+}
