@@ -236,6 +236,16 @@ async fn every_settle_batch_and_inspection_rpc_is_one_database_request() {
         .await,
         1
     );
+    assert_eq!(
+        trips(&api, "AdminService/Redrive", json!({"queue":"q"})).await,
+        1
+    );
+    api.ok("QueueService/Reject", settle(&ms[2], json!({})))
+        .await;
+    assert_eq!(
+        trips(&api, "AdminService/Purge", json!({"queue":"q"})).await,
+        1
+    );
     let before = api.round_trips();
     api.service
         .engine()

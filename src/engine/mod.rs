@@ -4,6 +4,7 @@
 
 mod clock;
 mod deferred;
+mod dlq;
 mod maintenance;
 mod peek;
 #[cfg(test)]
@@ -16,6 +17,7 @@ mod stats;
 mod sweep;
 
 pub use clock::Clock;
+pub use dlq::RedriveRequest;
 pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};
 pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};

@@ -23,6 +23,8 @@ pub enum Rpc {
     Stats,
     CreateQueue,
     ListQueues,
+    Redrive,
+    Purge,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +61,8 @@ pub const ROUTES: &[Route] = &[
     route("/mqlite.v1.QueueService/Stats", Rpc::Stats, Permission::Listen),
     route("/mqlite.v1.AdminService/CreateQueue", Rpc::CreateQueue, Permission::Manage),
     route("/mqlite.v1.AdminService/ListQueues", Rpc::ListQueues, Permission::Manage),
+    route("/mqlite.v1.AdminService/Redrive", Rpc::Redrive, Permission::Manage),
+    route("/mqlite.v1.AdminService/Purge", Rpc::Purge, Permission::Manage),
 ];
 
 pub fn find(path: &str) -> Option<&'static Route> {

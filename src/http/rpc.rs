@@ -8,7 +8,10 @@ use super::routes::Rpc;
 use crate::engine::Settlement;
 use crate::engine::{Engine, Waiter};
 use crate::store::Transport;
-use crate::wire::admin::{CreateQueueRequest, Empty, ListQueuesResponse};
+use crate::wire::admin::{
+    CreateQueueRequest, Empty, ListQueuesResponse, PurgeRequest, PurgeResponse, RedriveRequest,
+    RedriveResponse,
+};
 use crate::wire::queue::{
     BatchItemsRequest, BatchResultsResponse, CancelRequest, OkResponse, PeekRequest, PeekResponse,
     ReceiveDeferredRequest, ReceiveRequest, ReceiveResponse, SendRequest, SendResponse,
@@ -99,6 +102,18 @@ pub async fn call<T: Transport>(
             let config = request.config.unwrap_or_default().into();
             engine.create_queue(&request.name, &config).await?;
             json(&Empty {})
+        }
+        Rpc::Redrive => {
+            let request: RedriveRequest = decode(body)?;
+            let moved = engine.redrive(&request.into(), waiter).await?;
+            json(&RedriveResponse { moved })
+        }
+        Rpc::Purge => {
+            let request: PurgeRequest = decode(body)?;
+            let purged = engine
+                .purge(&request.queue, request.max, request.older_than_ms)
+                .await?;
+            json(&PurgeResponse { purged })
         }
         Rpc::ListQueues => {
             let queues = engine.list_queues().await?;

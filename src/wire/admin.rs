@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::decode::nullable;
-use crate::engine::{QueueConfigInput, QueueSummary};
+use crate::engine::{QueueConfigInput, QueueSummary, RedriveRequest as EngineRedrive};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,4 +90,52 @@ impl From<QueueSummary> for QueueOut {
 #[derive(Debug, Serialize)]
 pub struct ListQueuesResponse {
     pub queues: Vec<QueueOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub target: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub max: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub older_than_ms: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub rate_per_sec: i64,
+}
+
+impl From<RedriveRequest> for EngineRedrive {
+    fn from(r: RedriveRequest) -> Self {
+        EngineRedrive {
+            queue: r.queue,
+            target: r.target,
+            max: r.max,
+            older_than_ms: r.older_than_ms,
+            rate_per_sec: r.rate_per_sec,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct RedriveResponse {
+    pub moved: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub queue: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub max: i64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub older_than_ms: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PurgeResponse {
+    pub purged: i64,
 }

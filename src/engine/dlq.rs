@@ -1,0 +1,190 @@
+//! Dead-letter administration (semantics §12.2–§12.3): Redrive and Purge.
+
+use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter};
+use crate::store::{Program, RunError, Transport};
+
+/// How long one Redrive call keeps moving paced chunks before it returns
+/// the count moved so far (callers repeat); the reference sleeps 1 s
+/// between chunks until done, which a Worker request cannot promise.
+const REDRIVE_BUDGET_MS: u64 = 25_000;
+const CHUNK_PAUSE_MS: u64 = 1_000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedriveRequest {
+    pub queue: String,
+    /// Empty or equal to `queue`: redrive in place.
+    pub target: String,
+    /// 0 = no limit.
+    pub max: i64,
+    /// 0 = any age.
+    pub older_than_ms: i64,
+    /// 0 = unpaced.
+    pub rate_per_sec: i64,
+}
+
+const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
+
+/// Dead letters of `?1`, oldest seq first, enqueued before `now - ?2` when
+/// `?2 > 0`, at most `?3` (-1 = all).
+const CANDIDATES: &str = "\
+SELECT id FROM messages WHERE queue = ?1 AND state = 'dead_lettered'
+  AND (?2 = 0 OR enqueued_at < {now} - ?2) ORDER BY id LIMIT ?3";
+
+/// T18: back to active with a fresh delivery count; `expires_at` and
+/// `enqueued_at` are kept [quirk].
+const REDRIVE_IN_PLACE: &str = "\
+UPDATE messages SET state = 'active', delivery_count = 0, visible_at = 0,
+  dead_letter_reason = NULL, dead_letter_description = NULL, lock_token = NULL, locked_until = 0
+WHERE id IN (CANDIDATES) RETURNING id";
+
+/// T19, step 1: mark this chunk with one-off tokens (`marker:id`, unique
+/// like every lock token) so the copy and the delete below act on exactly
+/// the same rows: one clock read decides the chunk.
+const MARK_CHUNK: &str =
+    "UPDATE messages SET lock_token = ?4 || ':' || id WHERE id IN (CANDIDATES)";
+
+/// The marked rows, as a range on the lock-token index (`;` follows `:`).
+const MARKED: &str = "lock_token > ?4 || ':' AND lock_token < ?4 || ';'";
+
+/// T19, step 2: fresh active copies in the target (new seq, enqueued now,
+/// no TTL, no schedule); no dedup, filter or group check [quirk].
+const COPY_CHUNK: &str = "\
+INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, delivery_count,
+  message_id, correlation_id, reply_to, group_id, content_type, subject, properties, body)
+SELECT ?5, 'active', 0, {now}, 0, 0, message_id, correlation_id, reply_to, group_id,
+  content_type, subject, properties, body
+FROM messages WHERE queue = ?1 AND MARKED ORDER BY id RETURNING id";
+
+/// T19, step 3: the originals go.
+const DELETE_CHUNK: &str = "DELETE FROM messages WHERE queue = ?1 AND MARKED";
+
+/// T20: Purge deletes dead letters only.
+const PURGE: &str = "DELETE FROM messages WHERE id IN (CANDIDATES) RETURNING id";
+
+fn non_negative(value: i64, message: String) -> Result<(), EngineError> {
+    if value < 0 {
+        Err(EngineError::InvalidArgument(message))
+    } else {
+        Ok(())
+    }
+}
+
+impl<T: Transport> Engine<T> {
+    /// Moves dead letters back to active, in place or into another queue.
+    /// With `rate_per_sec`, each chunk of that size is its own transaction,
+    /// a second apart, for up to 25 s per call.
+    pub async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        waiter: &impl Waiter,
+    ) -> Result<i64, EngineError> {
+        require_name(&request.queue)?;
+        non_negative(
+            request.max,
+            format!("max must be >= 0 (got {})", request.max),
+        )?;
+        non_negative(request.older_than_ms, "older-than must be >= 0".into())?;
+        non_negative(
+            request.rate_per_sec,
+            format!("rate must be >= 0 (got {})", request.rate_per_sec),
+        )?;
+        let in_place = request.target.is_empty() || request.target == request.queue;
+        let mut moved = 0i64;
+        loop {
+            let remaining = if request.max > 0 {
+                request.max - moved
+            } else {
+                i64::MAX
+            };
+            let chunk = match request.rate_per_sec {
+                0 => remaining,
+                rate => rate.min(remaining),
+            };
+            let n = self.redrive_chunk(request, in_place, chunk).await?;
+            moved += n;
+            let done =
+                n < chunk || request.rate_per_sec == 0 || (request.max > 0 && moved >= request.max);
+            if done || waiter.elapsed_ms() + CHUNK_PAUSE_MS > REDRIVE_BUDGET_MS {
+                return Ok(moved);
+            }
+            waiter.sleep(CHUNK_PAUSE_MS).await;
+        }
+    }
+
+    async fn redrive_chunk(
+        &self,
+        request: &RedriveRequest,
+        in_place: bool,
+        chunk: i64,
+    ) -> Result<i64, EngineError> {
+        let limit = if chunk == i64::MAX { -1 } else { chunk };
+        let candidates = self.sql(CANDIDATES);
+        let mut program = Program::write();
+        let source_missing = program.guard(QUEUE_MISSING, vec![request.queue.as_str().into()]);
+        let target_missing =
+            (!in_place).then(|| program.guard(QUEUE_MISSING, vec![request.target.as_str().into()]));
+        self.housekeeping(&mut program, &request.queue);
+        let args = |extra: Vec<crate::store::hrana::Value>| {
+            let mut args = vec![
+                request.queue.as_str().into(),
+                request.older_than_ms.into(),
+                limit.into(),
+            ];
+            args.extend(extra);
+            args
+        };
+        let moved = if in_place {
+            program.step(
+                self.sql(&REDRIVE_IN_PLACE.replace("CANDIDATES", &candidates)),
+                args(vec![]),
+            )
+        } else {
+            let marker = format!("redrive:{}", random_hex(16)?);
+            // Each statement binds exactly the parameters it uses.
+            let marked = || args(vec![marker.as_str().into()]);
+            let copy_args = args(vec![marker.as_str().into(), request.target.as_str().into()]);
+            program.step(
+                self.sql(&MARK_CHUNK.replace("CANDIDATES", &candidates)),
+                marked(),
+            );
+            let copied = program.step(self.sql(&COPY_CHUNK.replace("MARKED", MARKED)), copy_args);
+            program.step(DELETE_CHUNK.replace("MARKED", MARKED), marked());
+            copied
+        };
+        match self.store.run(&program).await {
+            Ok(committed) => Ok(committed.rows(moved).count() as i64),
+            Err(RunError::Rejected(step))
+                if step == source_missing || Some(step) == target_missing =>
+            {
+                Err(EngineError::QueueNotFound)
+            }
+            Err(e) => Err(unexpected(e)),
+        }
+    }
+
+    /// Deletes dead letters: optionally only older ones, optionally only the
+    /// `max` lowest seqs; both zero → the whole DLQ. One statement.
+    pub async fn purge(
+        &self,
+        queue: &str,
+        max: i64,
+        older_than_ms: i64,
+    ) -> Result<i64, EngineError> {
+        require_name(queue)?;
+        non_negative(max, format!("max must be >= 0 (got {max})"))?;
+        non_negative(older_than_ms, "older-than must be >= 0".into())?;
+        let mut program = Program::write();
+        let missing = program.guard(QUEUE_MISSING, vec![queue.into()]);
+        self.housekeeping(&mut program, queue);
+        let limit = if max > 0 { max } else { -1 };
+        let purged = program.step(
+            self.sql(&PURGE.replace("CANDIDATES", &self.sql(CANDIDATES))),
+            vec![queue.into(), older_than_ms.into(), limit.into()],
+        );
+        match self.store.run(&program).await {
+            Ok(committed) => Ok(committed.rows(purged).count() as i64),
+            Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),
+            Err(e) => Err(unexpected(e)),
+        }
+    }
+}
