@@ -240,8 +240,6 @@ async fn every_settle_batch_and_inspection_rpc_is_one_database_request() {
         trips(&api, "AdminService/Redrive", json!({"queue":"q"})).await,
         1
     );
-    api.ok("QueueService/Reject", settle(&ms[2], json!({})))
-        .await;
     assert_eq!(
         trips(&api, "AdminService/Purge", json!({"queue":"q"})).await,
         1
