@@ -107,6 +107,12 @@ fn claim_seeks_the_state_index_and_probes_by_index() {
         &d,
         "messages_by_group (queue=? AND group_id=? AND state=? AND id<?)",
     );
+    assert_uses("claim", &d, "messages_ungrouped_active (queue=? AND id>?)");
+    assert_uses("claim", &d, "group_heads_by_head (queue=? AND head_id>?)");
+    assert!(
+        !d.iter().any(|l| l.starts_with("SCAN h")),
+        "claim scans group_heads:\n{d:#?}"
+    );
 }
 
 #[test]

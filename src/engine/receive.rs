@@ -89,14 +89,21 @@ pub(super) const GROUP_BLOCKED: &str = "\
   OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))";
 
 /// The claim: a recursive walk that reproduces §8.4's iterative batch
-/// exactly — each step seeks the next claimable row after the previous
-/// pick (ascending seq, on the (queue, state, id) index). In peek-lock mode
-/// a picked group blocks the rest of its group and strict_fifo stops after
-/// one; in receive-and-delete mode picked rows are gone, so they block
-/// nothing. The walk stops at `?2` messages or once the body budget `?4` is
-/// crossed (the crossing message is included). No row is picked while a
-/// live receive attempt `?5` exists (it is replayed). Each picked row takes
-/// its own CSPRNG token from the JSON array `?6`.
+/// exactly — each step takes the next claimable row after the previous
+/// pick, in ascending seq.
+/// * peek-lock, standard/group_fifo: a grouped row is claimable only as its
+///   group's active head (`group_heads`), and a picked group is done for
+///   this call, so each step is the lower of the next ungrouped active row
+///   (its own partial index) and the next active, unpicked head. A group
+///   behind an in-flight message costs one head lookup, not its backlog.
+/// * strict_fifo: the first active row, unless blocked (then nothing).
+/// * receive-and-delete: picked rows are gone, so they block nothing and a
+///   group yields an in-order run; the walk probes each row's group.
+///
+/// The walk stops at `?2` messages or once the body budget `?4` is crossed
+/// (the crossing message is included). No row is picked while a live
+/// receive attempt `?5` exists (it is replayed). Each picked row takes its
+/// own CSPRNG token from the JSON array `?6`.
 pub(super) const CLAIM: &str = "\
 WITH RECURSIVE
 mode(strict) AS (SELECT ordering_mode = 'strict_fifo' FROM queues WHERE name = ?1),
@@ -106,13 +113,25 @@ pick(n, id, bytes, groups) AS (
   UNION ALL
   SELECT p.n + 1, c.id, p.bytes + length(c.body),
     CASE WHEN c.group_id IS NULL OR ?3 = 1 THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
-  FROM pick p, mode JOIN messages c ON c.id = (
+  FROM pick p, mode JOIN messages c ON c.id = CASE WHEN mode.strict OR ?3 = 1 THEN (
     SELECT m.id FROM messages m
     WHERE m.queue = ?1 AND m.state = 'active' AND m.id > p.id
       AND (m.expires_at = 0 OR m.expires_at > {now})
-      AND (mode.strict OR (NOT GROUP_BLOCKED AND (?3 = 1 OR m.group_id IS NULL
-           OR NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = m.group_id))))
+      AND (mode.strict OR NOT GROUP_BLOCKED)
     ORDER BY m.id LIMIT 1)
+  ELSE (SELECT min(next) FROM (
+    SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active
+            WHERE m.queue = ?1 AND m.state = 'active' AND m.group_id IS NULL AND m.id > p.id
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+            ORDER BY m.id LIMIT 1) AS next
+    UNION ALL
+    SELECT (SELECT h.head_id FROM group_heads h INDEXED BY group_heads_by_head
+            CROSS JOIN messages m ON m.id = h.head_id
+            WHERE h.queue = ?1 AND h.head_id > p.id AND m.state = 'active'
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+              AND NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = h.group_id)
+            ORDER BY h.head_id LIMIT 1)))
+  END
   WHERE p.n < ?2 AND p.bytes < ?4
     AND NOT (mode.strict AND ((?3 <> 1 AND p.n >= 1) OR STRICT_BLOCKED))
 ),

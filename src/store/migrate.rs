@@ -18,11 +18,18 @@ pub struct Migration {
 }
 
 /// Every migration, in order. Versions are consecutive from 1.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("../../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("../../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_group_heads.sql",
+        sql: include_str!("../../migrations/0002_group_heads.sql"),
+    },
+];
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
@@ -202,6 +209,8 @@ pub fn split_statements(sql: &str) -> Vec<String> {
                         }
                     }
                 }
+                // A trigger body holds statements of its own: it ends at `END;`.
+                ';' if in_trigger_body(&current) => current.push(c),
                 ';' => {
                     let statement = current.trim();
                     if !statement.is_empty() {
@@ -220,6 +229,12 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     statements
 }
 
+/// Inside `CREATE TRIGGER … BEGIN … END` before its closing `END`.
+fn in_trigger_body(statement: &str) -> bool {
+    let upper = statement.trim_start().to_ascii_uppercase();
+    upper.starts_with("CREATE TRIGGER") && !upper.trim_end().ends_with("END")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +250,14 @@ mod tests {
                 "INSERT INTO a VALUES ('--')".to_owned()
             ]
         );
+    }
+
+    #[test]
+    fn trigger_bodies_stay_whole() {
+        let sql = "CREATE TABLE t (x);\nCREATE TRIGGER g AFTER INSERT ON t BEGIN\n  DELETE FROM t;\n  INSERT INTO t VALUES (1);\nEND;\nCREATE INDEX i ON t (x);";
+        let statements = split_statements(sql);
+        assert_eq!(statements.len(), 3, "{statements:#?}");
+        assert!(statements[1].ends_with("END"));
     }
 
     #[test]
