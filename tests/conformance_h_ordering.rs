@@ -386,3 +386,48 @@ async fn c123_mixed_concurrency_keeps_group_order() {
         );
     }
 }
+
+#[tokio::test]
+async fn receive_and_delete_runs_interleave_groups_in_seq_order_and_stop_at_a_blocker() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    for (b, g) in [("A1", "A"), ("B1", "B"), ("A2", "A"), ("B2", "B")] {
+        send(&api, "q", b, Some(g)).await;
+    }
+    let peek_lock = recv(&api, "q", json!({"max_messages":4})).await;
+    assert_eq!(
+        bodies(&peek_lock),
+        [b64("A1"), b64("B1")],
+        "peek-lock: one per group"
+    );
+    for m in peek_lock["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        verb(&api, "Abandon", "q", &m, json!({})).await;
+    }
+    let run = recv(&api, "q", json!({"max_messages":4,"receive_mode":1})).await;
+    assert_eq!(
+        bodies(&run),
+        [b64("A1"), b64("B1"), b64("A2"), b64("B2")],
+        "in-order runs, seq order"
+    );
+
+    api.create_queue("r", json!({})).await;
+    for b in ["x1", "x2", "x3"] {
+        send(&api, "r", b, Some("G")).await;
+    }
+    let x1 = recv(&api, "r", json!({})).await;
+    verb(&api, "Abandon", "r", &x1["messages"][0], json!({})).await;
+    let both = recv(&api, "r", json!({"max_messages":2})).await;
+    assert_eq!(bodies(&both), [b64("x1")]);
+    verb(&api, "Complete", "r", &both["messages"][0], json!({})).await;
+    let x2 = recv(&api, "r", json!({})).await;
+    verb(&api, "Defer", "r", &x2["messages"][0], json!({})).await;
+    send(&api, "r", "x4", Some("G")).await;
+    assert!(
+        bodies(&recv(&api, "r", json!({"max_messages":5,"receive_mode":1})).await).is_empty(),
+        "x3 and x4 wait behind the deferred x2"
+    );
+}

@@ -139,6 +139,15 @@ fn main() {
             stack.ok("QueueService/Receive", json!({"queue":queue}));
         });
         report(mode, &polls);
+        if group.is_some() {
+            let polls = measure(30, || {
+                stack.ok(
+                    "QueueService/Receive",
+                    json!({"queue":queue,"receive_mode":1}),
+                );
+            });
+            report(&format!("{mode}, receive-and-delete"), &polls);
+        }
     }
 }
 

@@ -89,16 +89,17 @@ pub(super) const GROUP_BLOCKED: &str = "\
   OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))";
 
 /// The claim: a recursive walk that reproduces §8.4's iterative batch
-/// exactly — each step takes the next claimable row after the previous
-/// pick, in ascending seq.
-/// * peek-lock, standard/group_fifo: a grouped row is claimable only as its
-///   group's active head (`group_heads`), and a picked group is done for
-///   this call, so each step is the lower of the next ungrouped active row
-///   (its own partial index) and the next active, unpicked head. A group
-///   behind an in-flight message costs one head lookup, not its backlog.
+/// exactly — each step takes the lowest claimable seq after the previous
+/// pick, from at most three index seeks (plus one per group already picked
+/// in this call), so no step ever walks a blocked backlog:
+/// * the next ungrouped active row (its own partial index);
+/// * the next group whose head (`group_heads`: its lowest unfinished seq)
+///   is active — a group behind an in-flight, deferred or scheduled message
+///   is skipped with one lookup, since every later row of it is blocked;
+/// * receive-and-delete only: the next unblocked active row of each group
+///   already picked, since picked rows are gone and a group yields an
+///   in-order run. In peek-lock a picked group is done for this call.
 /// * strict_fifo: the first active row, unless blocked (then nothing).
-/// * receive-and-delete: picked rows are gone, so they block nothing and a
-///   group yields an in-order run; the walk probes each row's group.
 ///
 /// The walk stops at `?2` messages or once the body budget `?4` is crossed
 /// (the crossing message is included). No row is picked while a live
@@ -112,12 +113,12 @@ pick(n, id, bytes, groups) AS (
   WHERE NOT EXISTS (SELECT 1 FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?5 AND expires_at > {now})
   UNION ALL
   SELECT p.n + 1, c.id, p.bytes + length(c.body),
-    CASE WHEN c.group_id IS NULL OR ?3 = 1 THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
-  FROM pick p, mode JOIN messages c ON c.id = CASE WHEN mode.strict OR ?3 = 1 THEN (
+    CASE WHEN c.group_id IS NULL OR EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = c.group_id)
+      THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
+  FROM pick p, mode JOIN messages c ON c.id = CASE WHEN mode.strict THEN (
     SELECT m.id FROM messages m
     WHERE m.queue = ?1 AND m.state = 'active' AND m.id > p.id
       AND (m.expires_at = 0 OR m.expires_at > {now})
-      AND (mode.strict OR NOT GROUP_BLOCKED)
     ORDER BY m.id LIMIT 1)
   ELSE (SELECT min(next) FROM (
     SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active
@@ -129,8 +130,13 @@ pick(n, id, bytes, groups) AS (
             CROSS JOIN messages m ON m.id = h.head_id
             WHERE h.queue = ?1 AND h.head_id > p.id AND m.state = 'active'
               AND (m.expires_at = 0 OR m.expires_at > {now})
-              AND NOT EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = h.group_id)
-            ORDER BY h.head_id LIMIT 1)))
+            ORDER BY h.head_id LIMIT 1)
+    UNION ALL
+    SELECT min((SELECT m.id FROM messages m
+                WHERE m.queue = ?1 AND m.group_id = g.value AND m.state = 'active' AND m.id > p.id
+                  AND (m.expires_at = 0 OR m.expires_at > {now}) AND NOT GROUP_BLOCKED
+                ORDER BY m.id LIMIT 1))
+    FROM json_each(p.groups) g WHERE ?3 = 1))
   END
   WHERE p.n < ?2 AND p.bytes < ?4
     AND NOT (mode.strict AND ((?3 <> 1 AND p.n >= 1) OR STRICT_BLOCKED))
