@@ -1,7 +1,7 @@
 //! ReceiveDeferred (§10) and Cancel (§7).
 
 use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
-use super::{require_name, unexpected, Engine, EngineError};
+use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::store::{Program, Transport};
 
 /// T15: lock the requested deferred rows of this queue whose TTL has not
@@ -14,8 +14,6 @@ WITH picked AS MATERIALIZED (
   WHERE m.queue = ?1 AND m.state = 'deferred' AND (m.expires_at = 0 OR m.expires_at > {now})
   GROUP BY m.id)
 LOCK_PICKED";
-
-pub(super) const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
 
 /// T4: only a never-delivered scheduled send that is not yet due; a due one
 /// already counts as active (lazy activation), a backoff-parked redelivery

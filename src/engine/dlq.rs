@@ -1,6 +1,6 @@
 //! Dead-letter administration (semantics §12.2–§12.3): Redrive and Purge.
 
-use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter};
+use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter, QUEUE_MISSING};
 use crate::store::{Program, RunError, Transport};
 
 /// How long one Redrive call keeps moving paced chunks before it returns
@@ -21,8 +21,6 @@ pub struct RedriveRequest {
     /// 0 = unpaced.
     pub rate_per_sec: i64,
 }
-
-const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
 
 /// Dead letters of `?1`, oldest seq first, enqueued before `now - ?2` when
 /// `?2 > 0`, at most `?3` (-1 = all).

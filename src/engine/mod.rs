@@ -140,6 +140,12 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// A row exactly when queue `?1` exists.
+const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+
+/// Guard condition: queue `?1` does not exist.
+const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
+
 /// Rejects an empty queue name before any lookup (decisions.md #1).
 fn require_name(name: &str) -> Result<(), EngineError> {
     if name.is_empty() {

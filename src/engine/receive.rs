@@ -6,7 +6,7 @@ use std::future::Future;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::{random_hex, require_name, unexpected, Engine, EngineError};
+use super::{random_hex, require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::store::{Committed, Program, Row, StepId, Transport};
 
 /// Hard caps of the wire contract.
@@ -158,8 +158,6 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
   messages.properties, messages.delivery_count, messages.enqueued_at,
   messages.locked_until, messages.lock_token";
-
-pub(super) const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
 
 /// A live attempt record: the exact earlier answer.
 pub(super) const FIND_ATTEMPT: &str = "\

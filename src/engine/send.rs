@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::{hex, require_name, unexpected, Engine, EngineError};
+use super::{hex, require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
 use crate::store::hrana::Value;
 use crate::store::{Program, RunError, Transport};
 
@@ -36,7 +36,6 @@ pub struct SendRequest {
 
 /// The schedule time is not after the database's `now`.
 pub(super) const NOT_FUTURE: &str = "{now} >= ?1";
-pub(super) const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
 pub(super) const IS_GROUP_FIFO: &str =
     "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND ordering_mode = 'group_fifo')";
 

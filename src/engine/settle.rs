@@ -12,7 +12,7 @@
 //! A token is cleared by every effect, so an old receipt can never let a
 //! new effect through.
 
-use super::{require_name, unexpected, Engine, EngineError};
+use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::store::{Program, Transport};
 
 /// How long an exact settle request can be replayed.
@@ -161,8 +161,6 @@ WHERE r.queue = ?1 AND r.operation = ?3 AND r.args = ?4 AND r.expires_at > {now}
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = r.seq_number
     AND json_extract(j.value, '$[1]') = r.lock_token)
   AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2))";
-
-pub(super) const QUEUE_EXISTS: &str = "SELECT lock_duration_ms FROM queues WHERE name = ?1";
 
 /// T13: extend live, fenced leases to `now + lock_duration`, never shorter.
 /// Returns the committed deadlines.
