@@ -119,26 +119,26 @@ fn claim_seeks_the_state_index_and_probes_by_index() {
 fn housekeeping_uses_queue_leading_partial_indexes() {
     let cases = [
         (
-            maintenance::REAP_EXPIRED_LEASES,
+            maintenance::for_one_queue(maintenance::REAP_EXPIRED_LEASES),
             "messages_lease_expiry (queue=? AND locked_until<?)",
         ),
         (
-            maintenance::ACTIVATE_DUE_SCHEDULED,
+            maintenance::for_one_queue(maintenance::ACTIVATE_DUE_SCHEDULED),
             "messages_schedule_due (queue=? AND visible_at<?)",
         ),
         (
-            maintenance::DEAD_LETTER_EXPIRED,
+            maintenance::for_one_queue(maintenance::DEAD_LETTER_EXPIRED),
             "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
         ),
         (
-            maintenance::DISCARD_EXPIRED,
+            maintenance::for_one_queue(maintenance::DISCARD_EXPIRED),
             "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
         ),
     ];
     for (sql, index) in cases {
-        let d = plan(sql, vec![text("q")]);
-        assert_no_message_scan(sql, &d);
-        assert_uses(sql, &d, index);
+        let d = plan(&sql, vec![text("q")]);
+        assert_no_message_scan(&sql, &d);
+        assert_uses(&sql, &d, index);
     }
 }
 

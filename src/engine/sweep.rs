@@ -42,32 +42,6 @@ impl Retention {
 /// 100 batches of 1000).
 const RETENTION_LIMIT: i64 = 100_000;
 
-const REAP_ALL: &str = "\
-UPDATE messages SET
-  state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
-    THEN 'dead_lettered' ELSE 'active' END,
-  dead_letter_reason = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
-    THEN 'MaxDeliveryCountExceeded' ELSE dead_letter_reason END,
-  lock_token = NULL,
-  locked_until = 0
-WHERE queue IN (SELECT name FROM queues) AND state = 'locked' AND locked_until <= {now}";
-
-const ACTIVATE_ALL: &str = "\
-UPDATE messages SET state = 'active'
-WHERE queue IN (SELECT name FROM queues) AND state = 'scheduled' AND visible_at <= {now}
-  AND (expires_at = 0 OR expires_at > {now})";
-
-const DEAD_LETTER_EXPIRED_ALL: &str = "\
-UPDATE messages SET state = 'dead_lettered', dead_letter_reason = 'TTLExpired',
-  lock_token = NULL, locked_until = 0
-WHERE queue IN (SELECT name FROM queues WHERE dead_letter_on_expire = 1)
-  AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}";
-
-const DISCARD_EXPIRED_ALL: &str = "\
-DELETE FROM messages
-WHERE queue IN (SELECT name FROM queues WHERE dead_letter_on_expire = 0)
-  AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}";
-
 /// Dedup entries older than the widest window of any queue.
 const DEDUP_JANITOR: &str = "\
 DELETE FROM dedup WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues)";
@@ -109,15 +83,8 @@ impl<T: Transport> Engine<T> {
     /// One maintenance pass over every queue, in one transaction.
     pub async fn sweep(&self, retention: &Retention) -> Result<(), EngineError> {
         let mut program = Program::write();
-        for sql in [
-            REAP_ALL,
-            ACTIVATE_ALL,
-            DEAD_LETTER_EXPIRED_ALL,
-            DISCARD_EXPIRED_ALL,
-            DEDUP_JANITOR,
-            RECEIPT_JANITOR,
-            ATTEMPT_JANITOR,
-        ] {
+        self.housekeeping_all(&mut program);
+        for sql in [DEDUP_JANITOR, RECEIPT_JANITOR, ATTEMPT_JANITOR] {
             program.step(self.sql(sql), vec![]);
         }
         for (sql, bound) in [
