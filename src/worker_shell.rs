@@ -55,17 +55,15 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let waiter = WorkerWaiter::start();
     let lookup = |name: &str| binding(&env, name);
-    let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
-        (Ok(config), Ok(transport)) => (Ok(config), transport),
-        (Err(e), _) | (_, Err(e)) => (Err(e), DatabaseFetch::unconfigured()),
-    };
-    if matches!(&config, Ok(c) if c.auth == http::AuthMode::On { admin_tokens: vec![] }) {
+    let setup = Config::from_vars(lookup)
+        .and_then(|config| DatabaseFetch::from_env(&lookup).map(|transport| (config, transport)));
+    if matches!(&setup, Ok((c, _)) if c.auth == http::AuthMode::On { admin_tokens: vec![] }) {
         worker::console_warn!(
             "MQLITE_TOKENS is not set: authentication is on with no administrator token, so \
              every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
         );
     }
-    let service = Service::new(config, transport, Clock::Database);
+    let service = Service::new(setup, Clock::Database);
     let request = http::Request {
         method: req.method().to_string(),
         path: req.path(),
@@ -164,16 +162,6 @@ impl DatabaseFetch {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(DEFAULT_DB_TIMEOUT_MS),
         })
-    }
-
-    /// Placeholder for a Worker without a database: never called, because a
-    /// missing `MQLITE_DB` is a configuration error answered before any RPC.
-    fn unconfigured() -> Self {
-        DatabaseFetch {
-            pipeline_url: String::new(),
-            auth_token: None,
-            timeout_ms: DEFAULT_DB_TIMEOUT_MS,
-        }
     }
 
     async fn post(&self, body: String) -> Result<HttpReply, TransportError> {

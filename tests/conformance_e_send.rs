@@ -8,7 +8,7 @@ use support::*;
 
 async fn row(api: &Api, seq: i64) -> Vec<serde_json::Value> {
     query(
-        api.service.engine(),
+        api.engine(),
         &format!(
             "SELECT state, visible_at, enqueued_at, expires_at FROM messages WHERE id = {seq}"
         ),

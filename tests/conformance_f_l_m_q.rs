@@ -300,8 +300,7 @@ async fn c178_c179_retention_by_count_keeps_the_newest() {
     for i in 0..3 {
         api.send_text("untouched", &i.to_string()).await;
     }
-    api.service
-        .engine()
+    api.engine()
         .sweep(&retention(3, 0, 0))
         .await
         .expect("sweep");
@@ -324,11 +323,7 @@ async fn c180_retention_by_bytes() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"dlq_max_bytes":250})).await;
     let dlq = dead_letters(&api, "q", 5).await;
-    api.service
-        .engine()
-        .sweep(&Retention::off())
-        .await
-        .expect("sweep");
+    api.engine().sweep(&Retention::off()).await.expect("sweep");
     let kept: Vec<i64> = peek(&api, "q")
         .await
         .iter()
@@ -344,11 +339,7 @@ async fn c181_retention_by_age_counts_from_the_original_enqueue() {
     dead_letters(&api, "q", 2).await;
     api.advance(120_000);
     let fresh = dead_letters(&api, "q", 1).await;
-    api.service
-        .engine()
-        .sweep(&Retention::off())
-        .await
-        .expect("sweep");
+    api.engine().sweep(&Retention::off()).await.expect("sweep");
     let kept: Vec<i64> = peek(&api, "q")
         .await
         .iter()
@@ -379,14 +370,7 @@ async fn sweep_converges_idle_queues_and_clears_expired_records() {
     api.ok("QueueService/Receive", json!({"queue":"q"})).await;
     let count = |table: &'static str| {
         let api = &api;
-        async move {
-            query(
-                api.service.engine(),
-                &format!("SELECT count(*) FROM {table}"),
-            )
-            .await[0][0]
-                .as_i64()
-        }
+        async move { query(api.engine(), &format!("SELECT count(*) FROM {table}")).await[0][0].as_i64() }
     };
     assert_eq!(
         (
@@ -397,8 +381,7 @@ async fn sweep_converges_idle_queues_and_clears_expired_records() {
         (Some(2), Some(1), Some(1))
     );
     api.advance(31 * 60 * 1000);
-    api.service
-        .engine()
+    api.engine()
         .sweep(&Retention::default())
         .await
         .expect("sweep");
@@ -410,7 +393,7 @@ async fn sweep_converges_idle_queues_and_clears_expired_records() {
         ),
         (Some(0), Some(0), Some(0))
     );
-    let state = query(api.service.engine(), "SELECT state FROM messages").await;
+    let state = query(api.engine(), "SELECT state FROM messages").await;
     assert_eq!(
         state,
         vec![vec![json!("active")]],

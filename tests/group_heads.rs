@@ -14,7 +14,7 @@ WHERE group_id IS NOT NULL AND state <> 'dead_lettered'
 GROUP BY queue, group_id ORDER BY queue, group_id";
 
 async fn assert_exact(api: &Api, step: &str) {
-    let engine = api.service.engine();
+    let engine = api.engine();
     assert_eq!(
         query(engine, LEDGER).await,
         query(engine, DEFINITION).await,
@@ -104,7 +104,7 @@ async fn the_ledger_tracks_every_transition() {
     api.ok("AdminService/Purge", json!({"queue":"q"})).await;
     assert_exact(&api, "purge").await;
     assert!(
-        query(api.service.engine(), LEDGER).await.is_empty(),
+        query(api.engine(), LEDGER).await.is_empty(),
         "everything finished"
     );
 }

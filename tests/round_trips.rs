@@ -245,8 +245,7 @@ async fn every_settle_batch_and_inspection_rpc_is_one_database_request() {
         1
     );
     let before = api.round_trips();
-    api.service
-        .engine()
+    api.engine()
         .sweep(&mqlite_edge::engine::Retention::default())
         .await
         .expect("sweep");

@@ -217,7 +217,8 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     let config =
         mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| "T".to_owned()));
     let dead = Faulty::new(&temp, &[Fault::NotSent; 5]);
-    let service = mqlite_edge::http::Service::new(config.clone(), dead, Clock::manual(T0));
+    let setup = config.clone().map(|c| (c, dead));
+    let service = mqlite_edge::http::Service::new(setup, Clock::manual(T0));
     let request = mqlite_edge::http::Request {
         method: "POST".into(),
         path: "/mqlite.v1.AdminService/CreateQueue".into(),
@@ -230,12 +231,13 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     assert_eq!(json_body(&r)["code"], "internal");
 
     let lossy = Faulty::new(&temp, &[]);
-    let service = mqlite_edge::http::Service::new(config, lossy, Clock::manual(T0));
+    let service = mqlite_edge::http::Service::new(config.map(|c| (c, lossy)), Clock::manual(T0));
     service
         .handle(&request, br#"{"name":"q"}"#.to_vec(), &NoWait)
         .await;
     service
         .engine()
+        .expect("valid configuration")
         .store()
         .transport()
         .faults

@@ -93,26 +93,24 @@ pub fn body_too_large(cap: usize) -> ApiError {
 /// The broker for one request: configuration plus an engine over a
 /// database transport.
 pub struct Service<T> {
-    config: Result<Config, String>,
-    engine: Engine<T>,
+    setup: Result<(Config, Engine<T>), String>,
 }
 
 impl<T: Transport> Service<T> {
-    /// A configuration error is kept and answered as 500 on every RPC,
-    /// never by serving with a weaker configuration.
-    pub fn new(config: Result<Config, String>, transport: T, clock: Clock) -> Self {
-        let limits = config
-            .as_ref()
-            .map(|c| c.limits.clone())
-            .unwrap_or_default();
-        Service {
-            config,
-            engine: Engine::new(transport, clock, limits),
-        }
+    /// A configuration error (including a missing database) is kept and
+    /// answered as 500 on every RPC, never by serving with a weaker
+    /// configuration.
+    pub fn new(setup: Result<(Config, T), String>, clock: Clock) -> Self {
+        let setup = setup.map(|(config, transport)| {
+            let engine = Engine::new(transport, clock, config.limits.clone());
+            (config, engine)
+        });
+        Service { setup }
     }
 
-    pub fn engine(&self) -> &Engine<T> {
-        &self.engine
+    /// The engine, when the configuration is valid.
+    pub fn engine(&self) -> Option<&Engine<T>> {
+        self.setup.as_ref().ok().map(|(_, engine)| engine)
     }
 
     pub async fn handle(
@@ -121,7 +119,7 @@ impl<T: Transport> Service<T> {
         body: impl Body,
         waiter: &impl Waiter,
     ) -> Response {
-        let cors = self.config.as_ref().ok().and_then(|c| c.cors.clone());
+        let cors = self.setup.as_ref().ok().and_then(|(c, _)| c.cors.clone());
         let mut response = if request.method == "OPTIONS" && cors.is_some() {
             preflight()
         } else {
@@ -140,8 +138,8 @@ impl<T: Transport> Service<T> {
 
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
         let path = request.path.as_str();
-        let config = match &self.config {
-            Ok(config) => config,
+        let (config, engine) = match &self.setup {
+            Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
             Err(message) => {
                 return Response::error(&ApiError::new(
@@ -180,7 +178,7 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        match rpc::call(&self.engine, route.rpc, &body, waiter).await {
+        match rpc::call(engine, route.rpc, &body, waiter).await {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         }

@@ -181,13 +181,11 @@ impl Api {
         });
         let temp = TempDb::new();
         let clock = Clock::manual(T0);
-        let service = mqlite_edge::http::Service::new(
-            config,
-            InProcess {
-                db: temp.db.clone(),
-            },
-            clock.clone(),
-        );
+        let transport = InProcess {
+            db: temp.db.clone(),
+        };
+        let setup = config.map(|config| (config, transport));
+        let service = mqlite_edge::http::Service::new(setup, clock.clone());
         Api {
             service,
             clock,
@@ -277,6 +275,11 @@ impl Api {
 
     pub fn round_trips(&self) -> u64 {
         self.temp.db.pipeline_requests()
+    }
+
+    /// The engine behind the service (the test configurations are valid).
+    pub fn engine(&self) -> &Engine<InProcess> {
+        self.service.engine().expect("a valid test configuration")
     }
 }
 
