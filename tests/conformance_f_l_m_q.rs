@@ -15,10 +15,6 @@ fn seqs(v: &Value) -> Vec<i64> {
         .unwrap_or_default()
 }
 
-fn messages(v: &Value) -> Vec<Value> {
-    v["messages"].as_array().cloned().unwrap_or_default()
-}
-
 async fn send_id(
     api: &Api,
     queue: &str,
@@ -30,9 +26,7 @@ async fn send_id(
     if let Some(id) = id {
         m["message_id"] = id.into();
     }
-    if let (Some(o), Some(e)) = (m.as_object_mut(), extra.as_object()) {
-        o.extend(e.clone());
-    }
+    let m = with(m, extra);
     api.rpc("QueueService/Send", json!({"queue":queue,"messages":[m]}))
         .await
 }

@@ -10,10 +10,6 @@ use mqlite_edge::engine::Waiter;
 use serde_json::{json, Value};
 use support::*;
 
-fn messages(v: &Value) -> Vec<Value> {
-    v["messages"].as_array().cloned().unwrap_or_default()
-}
-
 async fn receive(api: &Api, body: Value) -> Vec<Value> {
     messages(&api.ok("QueueService/Receive", body).await)
 }

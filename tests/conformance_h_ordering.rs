@@ -29,18 +29,15 @@ async fn send(api: &Api, queue: &str, body: &str, group: Option<&str>) -> i64 {
 }
 
 async fn recv(api: &Api, queue: &str, extra: Value) -> Value {
-    let mut body = json!({"queue":queue});
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-    }
+    let body = with(json!({"queue":queue}), extra);
     api.ok("QueueService/Receive", body).await
 }
 
 async fn verb(api: &Api, verb: &str, queue: &str, m: &Value, extra: Value) {
-    let mut body = json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]});
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-    }
+    let body = with(
+        json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+        extra,
+    );
     api.ok(&format!("QueueService/{verb}"), body).await;
 }
 

@@ -6,10 +6,6 @@ mod support;
 use serde_json::{json, Value};
 use support::*;
 
-fn messages(v: &Value) -> Vec<Value> {
-    v["messages"].as_array().cloned().unwrap_or_default()
-}
-
 async fn receive(api: &Api, queue: &str) -> Value {
     messages(&api.ok("QueueService/Receive", json!({"queue":queue})).await)
         .into_iter()
@@ -18,10 +14,10 @@ async fn receive(api: &Api, queue: &str) -> Value {
 }
 
 async fn settle(api: &Api, verb: &str, queue: &str, m: &Value, extra: Value) -> u16 {
-    let mut body = json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]});
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-    }
+    let body = with(
+        json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+        extra,
+    );
     api.rpc(&format!("QueueService/{verb}"), body).await.0
 }
 

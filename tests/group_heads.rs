@@ -23,11 +23,10 @@ async fn assert_exact(api: &Api, step: &str) {
 }
 
 fn settle(m: &Value, extra: Value) -> Value {
-    let mut body = json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-    }
-    body
+    with(
+        json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+        extra,
+    )
 }
 
 #[tokio::test]

@@ -139,14 +139,12 @@ async fn every_settle_batch_and_inspection_rpc_is_one_database_request() {
             json!({"queue":"q","max_messages":20}),
         )
         .await;
-    let ms: Vec<Value> = got["messages"].as_array().cloned().unwrap_or_default();
+    let ms = messages(&got);
     let settle = |m: &Value, extra: Value| {
-        let mut body =
-            json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
-        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-            b.extend(e.clone());
-        }
-        body
+        with(
+            json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+            extra,
+        )
     };
     let pairs = |range: std::ops::Range<usize>| -> Vec<Value> {
         ms[range]

@@ -320,3 +320,16 @@ pub async fn query(engine: &Engine<InProcess>, sql: &str) -> Vec<Vec<serde_json:
         })
         .collect()
 }
+
+/// The `messages` array of a Receive/Peek answer.
+pub fn messages(answer: &serde_json::Value) -> Vec<serde_json::Value> {
+    answer["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// `base` with the members of `extra` added (or replaced).
+pub fn with(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    base
+}
