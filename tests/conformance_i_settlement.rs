@@ -593,12 +593,14 @@ async fn c153_renew_batch_cap() {
                 .map(|m| json!({"seq_number":m["seq_number"],"lock_token":m["lock_token"]})),
         );
     }
+    let before = api.round_trips();
     let r = api
         .ok(
             "QueueService/RenewBatch",
             json!({"queue":"q","messages":items}),
         )
         .await;
+    assert_eq!(api.round_trips() - before, 1, "512 renewals, one request");
     assert!(r["results"]
         .as_array()
         .is_some_and(|r| r.len() == 512 && r.iter().all(|x| x["ok"] == true)));
@@ -935,4 +937,21 @@ async fn c152_renew_batch_with_a_wrong_token_changes_nothing() {
         peek_one(&api, "q").await["locked_until_ms"],
         m["locked_until_ms"]
     );
+}
+
+#[tokio::test]
+async fn cancel_of_a_due_scheduled_message_is_404_because_it_is_already_active() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let t = api.clock.manual_now().unwrap_or(0) + 1000;
+    let r = api
+        .ok(
+            "QueueService/Schedule",
+            json!({"queue":"q","scheduled_enqueue_time_ms":t,"messages":[{"body":b64("x")}]}),
+        )
+        .await;
+    api.advance(1000);
+    let cancel = json!({"queue":"q","seq_number":r["seq_numbers"][0]});
+    assert_eq!(api.rpc("QueueService/Cancel", cancel).await.0, 404);
+    assert_eq!(api.stats("q").await["active"], 1);
 }
