@@ -3,6 +3,7 @@
 //! (database fetch with a timeout, timers). Nothing clever lives here.
 
 use std::pin::pin;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
@@ -12,7 +13,7 @@ use worker::{
 };
 
 use crate::engine::{Clock, Engine, Waiter};
-use crate::http::{self, body_too_large, Config, Service};
+use crate::http::{self, body_too_large, Config, Isolate, Service};
 use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
 
@@ -23,6 +24,21 @@ const DEFAULT_DB_TIMEOUT_MS: u64 = 10_000;
 fn start() {
     // A panic must leave a readable trace, not a silently poisoned isolate.
     console_error_panic_hook::set_once();
+    crate::engine::set_wall_clock(wall_ms);
+}
+
+/// `Date.now()`: it advances only across I/O, so it decides nothing about
+/// message state (the database clock does); it stamps isolate facts.
+fn wall_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+/// What this isolate keeps between requests.
+fn isolate() -> Arc<Isolate> {
+    static ISOLATE: OnceLock<Arc<Isolate>> = OnceLock::new();
+    ISOLATE
+        .get_or_init(|| Arc::new(Isolate::new(wall_ms())))
+        .clone()
 }
 
 /// A var or secret binding by name.
@@ -63,7 +79,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
              every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
         );
     }
-    let service = Service::new(setup, Clock::Database);
+    let service = Service::new(setup, Clock::Database, isolate());
     let request = http::Request {
         method: req.method().to_string(),
         path: req.path(),

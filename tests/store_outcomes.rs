@@ -218,7 +218,11 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
         mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| "T".to_owned()));
     let dead = Faulty::new(&temp, &[Fault::NotSent; 5]);
     let setup = config.clone().map(|c| (c, dead));
-    let service = mqlite_edge::http::Service::new(setup, Clock::manual(T0));
+    let service = mqlite_edge::http::Service::new(
+        setup,
+        Clock::manual(T0),
+        std::sync::Arc::new(mqlite_edge::http::Isolate::new(T0)),
+    );
     let request = mqlite_edge::http::Request {
         method: "POST".into(),
         path: "/mqlite.v1.AdminService/CreateQueue".into(),
@@ -231,7 +235,11 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     assert_eq!(json_body(&r)["code"], "internal");
 
     let lossy = Faulty::new(&temp, &[]);
-    let service = mqlite_edge::http::Service::new(config.map(|c| (c, lossy)), Clock::manual(T0));
+    let service = mqlite_edge::http::Service::new(
+        config.map(|c| (c, lossy)),
+        Clock::manual(T0),
+        std::sync::Arc::new(mqlite_edge::http::Isolate::new(T0)),
+    );
     service
         .handle(&request, br#"{"name":"q"}"#.to_vec(), &NoWait)
         .await;

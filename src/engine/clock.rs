@@ -7,7 +7,28 @@
 //! instantly and deterministically through exactly the same statements.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+/// The Worker's `Date.now()`, installed by the shell: `std`'s clock does not
+/// exist on `wasm32-unknown-unknown`.
+static WALL_CLOCK: OnceLock<fn() -> i64> = OnceLock::new();
+
+/// Installs the platform's wall clock (once per isolate).
+pub fn set_wall_clock(read: fn() -> i64) {
+    let _ = WALL_CLOCK.set(read);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn system_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(target_arch = "wasm32")]
+fn system_ms() -> i64 {
+    0
+}
 
 /// SQL expression for the database's current time in epoch milliseconds.
 const DATABASE_NOW: &str = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
@@ -42,6 +63,16 @@ impl Clock {
         match self {
             Clock::Manual(now) => Some(now.load(Ordering::SeqCst)),
             Clock::Database => None,
+        }
+    }
+
+    /// The time of the platform (or the manual clock), for inputs that
+    /// decide nothing about a message's state, such as the publish time a
+    /// filter sees. Every state decision still reads `now` inside SQL.
+    pub fn wall_ms(&self) -> i64 {
+        match self {
+            Clock::Manual(now) => now.load(Ordering::SeqCst),
+            Clock::Database => WALL_CLOCK.get().map_or_else(system_ms, |read| read()),
         }
     }
 

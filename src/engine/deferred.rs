@@ -41,7 +41,7 @@ impl<T: Transport> Engine<T> {
             self.sql(&claim_deferred_sql()),
             vec![queue.into(), seqs_json.into(), tokens.into()],
         );
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         if committed.first_row(exists).is_none() {
             return Err(EngineError::QueueNotFound);
         }
@@ -55,7 +55,7 @@ impl<T: Transport> Engine<T> {
         require_name(queue)?;
         let mut program = Program::write();
         let deleted = program.step(self.sql(CANCEL), vec![queue.into(), seq.into()]);
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         match committed.first_row(deleted) {
             Some(_) => Ok(()),
             None => Err(EngineError::NotFound),

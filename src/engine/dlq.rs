@@ -149,7 +149,7 @@ impl<T: Transport> Engine<T> {
             program.step(DELETE_CHUNK.replace("MARKED", MARKED), marked());
             copied
         };
-        match self.store.run(&program).await {
+        match self.run(&mut program).await {
             Ok(committed) => Ok(committed.rows(moved).count() as i64),
             Err(RunError::Rejected(step))
                 if step == source_missing || Some(step) == target_missing =>
@@ -179,7 +179,7 @@ impl<T: Transport> Engine<T> {
             self.sql(&PURGE.replace("CANDIDATES", &self.sql(CANDIDATES))),
             vec![queue.into(), older_than_ms.into(), limit.into()],
         );
-        match self.store.run(&program).await {
+        match self.run(&mut program).await {
             Ok(committed) => Ok(committed.rows(purged).count() as i64),
             Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),
             Err(e) => Err(unexpected(e)),

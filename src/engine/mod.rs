@@ -2,9 +2,11 @@
 //! round trip; time is decided by the [`Clock`] inside the SQL; the engine
 //! performs no I/O of its own beyond the store it is given.
 
+mod admin;
 mod clock;
 mod deferred;
 mod dlq;
+mod keys;
 mod maintenance;
 mod peek;
 #[cfg(test)]
@@ -15,9 +17,12 @@ mod send;
 mod settle;
 mod stats;
 mod sweep;
+mod topics;
 
-pub use clock::Clock;
+pub use admin::{EntityCounts, QueueGauges};
+pub use clock::{set_wall_clock, Clock};
 pub use dlq::RedriveRequest;
+pub use keys::{AccessKey, CreatedKey, KeyCheck, KeyPage, KeySort, KeyState, NewKey, Permissions};
 pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};
 pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};
@@ -25,8 +30,11 @@ pub use send::{OutgoingMessage, SendRequest};
 pub use settle::{BatchResult, SettleItem, SettleRequest, Settlement};
 pub use stats::QueueStats;
 pub use sweep::Retention;
+pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
 
-use crate::store::{RunError, Store, StoreError, Transport};
+use std::sync::Arc;
+
+use crate::store::{Committed, Program, RunError, Store, StoreError, Transport};
 
 /// Every way an RPC can fail, in domain terms. The wire layer owns the
 /// mapping to status codes.
@@ -40,6 +48,12 @@ pub enum EngineError {
     DedupConflict,
     GroupRequired,
     NameConflict(String),
+    /// The database refused the request's managed key (unknown, revoked,
+    /// expired or lacking the permission): nothing ran.
+    CredentialRejected,
+    KeyConflict,
+    QueueChanged,
+    QueueNotEmpty,
     MessageTooLarge {
         size: usize,
         cap: usize,
@@ -90,6 +104,10 @@ pub struct Engine<T> {
     store: Store<T>,
     clock: Clock,
     limits: Limits,
+    topics: Arc<TopicCache>,
+    /// The caller's managed key, checked inside every program this engine
+    /// runs (no extra round trip); `None` for configured credentials.
+    credential: Option<Arc<KeyCheck>>,
 }
 
 impl<T: Transport> Engine<T> {
@@ -98,12 +116,75 @@ impl<T: Transport> Engine<T> {
             store: Store::new(transport),
             clock,
             limits,
+            topics: Arc::default(),
+            credential: None,
         }
+    }
+
+    /// Shares an isolate-wide cache of compiled topic filters.
+    pub fn with_topics(mut self, topics: Arc<TopicCache>) -> Self {
+        self.topics = topics;
+        self
+    }
+
+    /// Makes every program of this engine verify `key` first.
+    pub fn with_credential(mut self, key: Arc<KeyCheck>) -> Self {
+        self.credential = Some(key);
+        self
+    }
+
+    /// An engine over the same database and settings for one request made
+    /// with a managed key.
+    pub fn for_key(&self, key: Arc<KeyCheck>) -> Engine<&T> {
+        Engine::new(
+            self.store.transport(),
+            self.clock.clone(),
+            self.limits.clone(),
+        )
+        .with_topics(self.topics.clone())
+        .with_credential(key)
     }
 
     pub fn store(&self) -> &Store<T> {
         &self.store
     }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Runs a program, preceded by the credential check when there is one.
+    async fn run(&self, program: &mut Program) -> Result<Committed, RunError> {
+        self.run_keeping(program).await.map_err(|(e, _)| e)
+    }
+
+    /// [`Engine::run`], keeping the rows read before a fired guard.
+    async fn run_keeping(
+        &self,
+        program: &mut Program,
+    ) -> Result<Committed, (RunError, Option<Committed>)> {
+        if let Some(key) = &self.credential {
+            key.attach(program, &self.clock);
+        }
+        let result = self.store.run_keeping(program).await;
+        if let Some(key) = &self.credential {
+            if !matches!(
+                result,
+                Err((RunError::PreludeRejected | RunError::Store(_), _))
+            ) {
+                key.mark_verified();
+            }
+        }
+        result
+    }
+
+    /// The publish time a topic filter sees (`enqueued_at`).
+    fn publish_time_ms(&self) -> i64 {
+        self.clock.wall_ms()
+    }
+
+    /// A filter failed while routing a publish: fail closed, and count it.
+    fn note_filter_failure(&self) {}
 
     /// Expands `{now}` in an SQL template with this engine's clock.
     fn sql(&self, template: &str) -> String {
@@ -115,6 +196,7 @@ impl<T: Transport> Engine<T> {
 fn unexpected(e: RunError) -> EngineError {
     match e {
         RunError::Store(e) => EngineError::Store(e),
+        RunError::PreludeRejected => EngineError::CredentialRejected,
         RunError::Rejected(step) => EngineError::Store(StoreError::Failed(format!(
             "unexpected guard at step {}",
             step.0

@@ -72,7 +72,7 @@ impl<T: Transport> Engine<T> {
             "AND state = ?5"
         };
         let rows = program.step(PEEK.replace("STATE_FILTER", filter), args);
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         committed.rows(rows).map(|row| peeked(&row)).collect()
     }
 }

@@ -160,7 +160,7 @@ impl<T: Transport> Engine<T> {
                 generation.into(),
             ],
         );
-        match self.store.run(&program).await {
+        match self.run(&mut program).await {
             Ok(_) => Ok(()),
             Err(RunError::Rejected(step)) if step == topic => Err(EngineError::NameConflict(
                 format!("mqlite: name {name:?} is a topic"),
@@ -176,7 +176,7 @@ impl<T: Transport> Engine<T> {
     pub async fn list_queues(&self) -> Result<Vec<QueueSummary>, EngineError> {
         let mut program = Program::read();
         let list = program.step(LIST_QUEUES, vec![]);
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         committed
             .rows(list)
             .map(|row| {

@@ -269,7 +269,7 @@ impl<T: Transport> Engine<T> {
             );
         }
         let deleted = delete.then(|| program.step(DELETE_CLAIMED, vec![tokens.as_str().into()]));
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         read_claim(
             &committed,
             ClaimSteps {

@@ -1,14 +1,17 @@
 //! Send and Schedule (semantics §4–§7): the whole request is one
 //! transaction; dedup, TTL and scheduling are decided in SQL.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use super::topics::{TopicView, TOPIC_CHANGED, TOPIC_SUBSCRIPTIONS};
 use super::{hex, require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
+use crate::filter::FilterInput;
 use crate::store::hrana::Value;
-use crate::store::{Program, RunError, Transport};
+use crate::store::{Program, RunError, StepId, Transport};
 
 /// One message to enqueue. Empty strings are already `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,8 +23,7 @@ pub struct OutgoingMessage {
     pub group_id: Option<String>,
     pub content_type: Option<String>,
     pub subject: Option<String>,
-    /// The properties as a JSON object text; `None` when there are none.
-    pub properties: Option<String>,
+    pub properties: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,15 +85,32 @@ pub(super) const READ_DEDUP_KEYS: &str = "\
 SELECT d.dedup_key, d.request_hash, d.seq_number FROM dedup d JOIN queues q ON q.name = d.queue
 WHERE d.queue = ?1 AND q.dedup_window_ms > 0 AND d.dedup_key IN (SELECT value FROM json_each(?2))";
 
+/// One copy to insert: a message bound for one queue.
+struct Delivery<'a> {
+    queue: &'a str,
+    message: usize,
+    prepared: &'a Prepared<'a>,
+}
+
 struct Prepared<'a> {
     message: &'a OutgoingMessage,
     key: String,
     hash: String,
 }
 
+/// Where a Send lands, as evaluated before its transaction.
+enum Attempt {
+    Sent(Vec<i64>),
+    /// The topic's subscriptions changed since the view used: here is the
+    /// current one.
+    Stale(Arc<TopicView>),
+}
+
 impl<T: Transport> Engine<T> {
-    /// Enqueues messages; returns one seq per message (0 = dedup conflict in
-    /// a batch). Checks run in the wire contract's order.
+    /// Enqueues messages into a queue, or publishes them to a topic's
+    /// matching subscriptions (semantics §4, §13.1). Returns one seq per
+    /// message (0 = dedup conflict in a batch, or no subscription took it).
+    /// Checks run in the wire contract's order.
     pub async fn send(&self, request: &SendRequest) -> Result<Vec<i64>, EngineError> {
         require_name(&request.queue)?;
         let scheduled = request.scheduled_enqueue_time_ms;
@@ -107,93 +126,217 @@ impl<T: Transport> Engine<T> {
                 cap,
             });
         }
-
-        let mut program = Program::write();
-        let not_future =
-            (scheduled > 0).then(|| program.guard(&self.sql(NOT_FUTURE), vec![scheduled.into()]));
         if request.messages.is_empty() {
             // Validation before work (decisions.md #5): the time check still runs.
-            if not_future.is_some() {
-                self.run_send(&program, not_future, None, None).await?;
+            if scheduled > 0 {
+                let mut program = Program::write();
+                let not_future = program.guard(&self.sql(NOT_FUTURE), vec![scheduled.into()]);
+                return match self.run(&mut program).await {
+                    Ok(_) => Ok(Vec::new()),
+                    Err(RunError::Rejected(step)) if step == not_future => Err(not_in_future()),
+                    Err(e) => Err(unexpected(e)),
+                };
             }
             return Ok(Vec::new());
         }
-        let queue = request.queue.as_str();
-        let missing = program.guard(QUEUE_MISSING, vec![queue.into()]);
-        let group = request
-            .messages
-            .iter()
-            .any(|m| m.group_id.is_none())
-            .then(|| program.guard(IS_GROUP_FIFO, vec![queue.into()]));
-
         let prepared: Vec<Prepared> = request.messages.iter().map(prepare).collect();
+        let mut view = self.topics.get(&request.queue);
+        // A cold or stale view costs one more attempt; a topic changing on
+        // every attempt is contention, reported like any other.
+        for _ in 0..3 {
+            match self.try_send(request, &prepared, &view).await? {
+                Attempt::Sent(seqs) => return Ok(seqs),
+                Attempt::Stale(fresh) => {
+                    self.topics.put(&request.queue, fresh.clone());
+                    view = fresh;
+                }
+            }
+        }
+        Err(EngineError::Store(crate::store::StoreError::Unavailable(
+            "the topic's subscriptions kept changing during the publish".into(),
+        )))
+    }
+
+    async fn try_send(
+        &self,
+        request: &SendRequest,
+        prepared: &[Prepared<'_>],
+        view: &TopicView,
+    ) -> Result<Attempt, EngineError> {
+        let name = request.queue.as_str();
+        let scheduled = request.scheduled_enqueue_time_ms;
+        let mut program = Program::write();
+        let not_future =
+            (scheduled > 0).then(|| program.guard(&self.sql(NOT_FUTURE), vec![scheduled.into()]));
+        let current = program.step(TOPIC_SUBSCRIPTIONS, vec![name.into()]);
+        let changed = program.guard(
+            TOPIC_CHANGED,
+            vec![name.into(), view.fingerprint.as_str().into()],
+        );
+        let mut missing = None;
+        let deliveries: Vec<Delivery> = if view.is_topic() {
+            self.route(view, prepared, scheduled)
+        } else {
+            missing = Some(program.guard(QUEUE_MISSING, vec![name.into()]));
+            prepared
+                .iter()
+                .enumerate()
+                .map(|(message, p)| Delivery {
+                    queue: name,
+                    message,
+                    prepared: p,
+                })
+                .collect()
+        };
+
+        let mut targets: Vec<&str> = deliveries.iter().map(|d| d.queue).collect();
+        targets.dedup();
+        targets.sort_unstable();
+        targets.dedup();
+        let mut group_guards = Vec::new();
+        for queue in &targets {
+            let ungrouped = deliveries
+                .iter()
+                .any(|d| d.queue == *queue && d.prepared.message.group_id.is_none());
+            if ungrouped {
+                group_guards.push(program.guard(IS_GROUP_FIFO, vec![(*queue).into()]));
+            }
+        }
         let reserve_sql = self.sql(RESERVE_DEDUP_KEY);
         let insert_sql = self.sql(&INSERT_MESSAGE.replace("NEXT_SEQ", NEXT_SEQ));
-        let inserts: Vec<_> = prepared
+        let inserts: Vec<StepId> = deliveries
             .iter()
-            .map(|p| {
+            .map(|d| {
+                let p = d.prepared;
                 program.step(
                     reserve_sql.clone(),
-                    vec![queue.into(), p.key.as_str().into(), p.hash.as_str().into()],
+                    vec![
+                        d.queue.into(),
+                        p.key.as_str().into(),
+                        p.hash.as_str().into(),
+                    ],
                 );
                 program.step(
                     insert_sql.clone(),
-                    insert_args(queue, p, scheduled, request.ttl_ms),
+                    insert_args(d.queue, p, scheduled, request.ttl_ms),
                 )
             })
             .collect();
-        let keys: Vec<&str> = prepared.iter().map(|p| p.key.as_str()).collect();
-        let keys_json = serde_json::to_string(&keys).unwrap_or_default();
-        let readback = program.step(READ_DEDUP_KEYS, vec![queue.into(), keys_json.into()]);
+        let readbacks: Vec<(&str, StepId)> = targets
+            .iter()
+            .map(|queue| {
+                let keys: Vec<&str> = deliveries
+                    .iter()
+                    .filter(|d| d.queue == *queue)
+                    .map(|d| d.prepared.key.as_str())
+                    .collect();
+                let keys_json = serde_json::to_string(&keys).unwrap_or_default();
+                let step = program.step(READ_DEDUP_KEYS, vec![(*queue).into(), keys_json.into()]);
+                (*queue, step)
+            })
+            .collect();
 
-        let committed = self
-            .run_send(&program, not_future, Some(missing), group)
-            .await?;
-        let mut entries: HashMap<String, (String, i64)> = HashMap::new();
-        for row in committed.rows(readback) {
-            entries.insert(
-                row.text(0)?.to_owned(),
-                (row.text(1)?.to_owned(), row.int(2)?),
-            );
+        let committed = match self.run_keeping(&mut program).await {
+            Ok(committed) => committed,
+            Err((RunError::Rejected(step), Some(partial))) if step == changed => {
+                return Ok(Attempt::Stale(Arc::new(TopicView::from_rows(
+                    &partial, current,
+                )?)));
+            }
+            Err((RunError::Rejected(step), _)) if Some(step) == not_future => {
+                return Err(not_in_future())
+            }
+            Err((RunError::Rejected(step), _)) if Some(step) == missing => {
+                return Err(EngineError::QueueNotFound)
+            }
+            Err((RunError::Rejected(step), _)) if group_guards.contains(&step) => {
+                return Err(EngineError::GroupRequired)
+            }
+            Err((e, _)) => return Err(unexpected(e)),
+        };
+
+        let mut entries: HashMap<(&str, String), (String, i64)> = HashMap::new();
+        for (queue, step) in &readbacks {
+            for row in committed.rows(*step) {
+                entries.insert(
+                    (*queue, row.text(0)?.to_owned()),
+                    (row.text(1)?.to_owned(), row.int(2)?),
+                );
+            }
         }
-        let mut seqs = Vec::with_capacity(prepared.len());
-        for (p, insert) in prepared.iter().zip(&inserts) {
+        // Per message, the seq of its last copy: the only copy of a direct
+        // send, the alphabetically last subscription's copy of a publish.
+        let mut seqs = vec![0; prepared.len()];
+        let mut copies = vec![0usize; prepared.len()];
+        let mut inserted_any = vec![false; prepared.len()];
+        for (d, insert) in deliveries.iter().zip(&inserts) {
             let seq = match committed.first_row(*insert) {
                 Some(row) => row.int(0)?,
-                None => match entries.get(p.key.as_str()) {
-                    Some((hash, seq)) if *hash == p.hash => *seq,
+                None => match entries.get(&(d.queue, d.prepared.key.clone())) {
+                    Some((hash, seq)) if *hash == d.prepared.hash => *seq,
                     _ => 0,
                 },
             };
-            seqs.push(seq);
+            seqs[d.message] = seq;
+            copies[d.message] += 1;
+            inserted_any[d.message] |= seq != 0;
         }
-        if seqs.len() == 1 && seqs[0] == 0 {
+        // A lone message that every copy refused as a dedup conflict.
+        if prepared.len() == 1 && copies[0] > 0 && !inserted_any[0] {
             return Err(EngineError::DedupConflict);
         }
-        Ok(seqs)
+        Ok(Attempt::Sent(seqs))
     }
 
-    async fn run_send(
+    /// The copies a publish makes: each message to every subscription (in
+    /// name order) whose filter accepts it; a filter error routes nothing.
+    fn route<'a>(
         &self,
-        program: &Program,
-        not_future: Option<crate::store::StepId>,
-        missing: Option<crate::store::StepId>,
-        group: Option<crate::store::StepId>,
-    ) -> Result<crate::store::Committed, EngineError> {
-        match self.store.run(program).await {
-            Ok(committed) => Ok(committed),
-            Err(RunError::Rejected(step)) if Some(step) == not_future => {
-                Err(EngineError::InvalidArgument(
-                    "scheduled time must be in the future (use Send for immediate delivery)".into(),
-                ))
+        view: &'a TopicView,
+        prepared: &'a [Prepared<'a>],
+        scheduled: i64,
+    ) -> Vec<Delivery<'a>> {
+        let enqueued_at_ms = self.publish_time_ms();
+        let visible_at_ms = if scheduled > 0 {
+            scheduled
+        } else {
+            enqueued_at_ms
+        };
+        let mut deliveries = Vec::new();
+        for (message, p) in prepared.iter().enumerate() {
+            let m = p.message;
+            let input = FilterInput {
+                subject: m.subject.as_deref().unwrap_or_default(),
+                group_id: m.group_id.as_deref().unwrap_or_default(),
+                correlation_id: m.correlation_id.as_deref().unwrap_or_default(),
+                reply_to: m.reply_to.as_deref().unwrap_or_default(),
+                message_id: m.message_id.as_deref().unwrap_or_default(),
+                content_type: m.content_type.as_deref().unwrap_or_default(),
+                properties: &m.properties,
+                body: &m.body,
+                enqueued_at_ms,
+                visible_at_ms,
+            };
+            for subscription in &view.subscriptions {
+                match subscription.accepts(&input) {
+                    Ok(true) => deliveries.push(Delivery {
+                        queue: &subscription.name,
+                        message,
+                        prepared: p,
+                    }),
+                    Ok(false) => {}
+                    Err(_) => self.note_filter_failure(),
+                }
             }
-            Err(RunError::Rejected(step)) if Some(step) == missing => {
-                Err(EngineError::QueueNotFound)
-            }
-            Err(RunError::Rejected(step)) if Some(step) == group => Err(EngineError::GroupRequired),
-            Err(e) => Err(unexpected(e)),
         }
+        deliveries
     }
+}
+
+fn not_in_future() -> EngineError {
+    EngineError::InvalidArgument(
+        "scheduled time must be in the future (use Send for immediate delivery)".into(),
+    )
 }
 
 /// Dedup key (message_id, else the body's SHA-256) and request hash (the
@@ -217,9 +360,14 @@ fn insert_args(queue: &str, p: &Prepared, scheduled: i64, ttl: i64) -> Vec<Value
         m.group_id.as_deref().into(),
         m.content_type.as_deref().into(),
         m.subject.as_deref().into(),
-        m.properties.as_deref().into(),
+        properties_json(&m.properties).as_deref().into(),
         Value::Blob {
             base64: base64::engine::general_purpose::STANDARD.encode(&m.body),
         },
     ]
+}
+
+/// Stored properties: a JSON object, NULL when there are none.
+fn properties_json(properties: &BTreeMap<String, String>) -> Option<String> {
+    (!properties.is_empty()).then(|| serde_json::to_string(properties).unwrap_or_default())
 }

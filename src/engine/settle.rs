@@ -266,7 +266,7 @@ impl<T: Transport> Engine<T> {
             effect_args,
         );
         let live = program.step(self.sql(LIVE_RECEIPTS), key());
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         let mut vouched = Vec::new();
         for row in committed.rows(live) {
             vouched.push((row.int(0)?, row.text(1)?.to_owned()));
@@ -333,7 +333,7 @@ impl<T: Transport> Engine<T> {
         let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
         let renewed = program.step(self.sql(RENEW), vec![queue.into(), pairs.as_str().into()]);
         let now_after = program.step(self.sql(NOW_AFTER), vec![]);
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         if committed.first_row(exists).is_none() {
             return Err(EngineError::QueueNotFound);
         }

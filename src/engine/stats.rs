@@ -36,7 +36,7 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         self.housekeeping(&mut program, queue);
         let stats = program.step(self.sql(STATS), vec![queue.into()]);
-        let committed = self.store.run(&program).await.map_err(unexpected)?;
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
         let row = committed
             .first_row(stats)
             .ok_or(EngineError::QueueNotFound)?;

@@ -94,7 +94,7 @@ impl<T: Transport> Engine<T> {
         ] {
             program.step(self.sql(sql), vec![bound.into(), RETENTION_LIMIT.into()]);
         }
-        self.store.run(&program).await.map_err(unexpected)?;
+        self.run(&mut program).await.map_err(unexpected)?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! Bearer authentication and route permissions (wire §3).
 
 use super::config::AuthMode;
+use crate::engine::{KeyCheck, Permissions};
 use crate::wire::ApiError;
 
 /// What a route requires.
@@ -9,48 +10,108 @@ pub enum Permission {
     Send,
     Listen,
     Manage,
+    /// Observe and `/metrics`: `manage`, or a configured monitor token.
+    Observe,
+    /// AuthService: `manage`, and only while authentication is on.
+    ManageKeys,
 }
 
-/// Who is calling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Principal {
-    /// Auth is off: everything is open.
-    Anonymous,
-    /// A configured administrator token: `manage`, which includes the rest.
-    Admin,
-}
-
-impl Principal {
-    /// Whether this caller holds `permission`. Both principals that exist
-    /// today (administrators, and everyone when auth is off) hold all of
-    /// them; restricted managed keys and monitor tokens are not served yet.
-    pub fn may(self, _permission: Permission) -> bool {
+impl Permission {
+    /// The permission bits a managed key needs for this route.
+    pub fn key_bits(self) -> Permissions {
         match self {
-            Principal::Anonymous | Principal::Admin => true,
+            Permission::Send => Permissions::SEND,
+            Permission::Listen => Permissions::LISTEN,
+            Permission::Manage | Permission::Observe | Permission::ManageKeys => {
+                Permissions::MANAGE_ONLY
+            }
         }
     }
 }
 
-/// Resolves the request's credential. Exactly one `Authorization` header,
-/// scheme `Bearer` (any case), then one token free of spaces and commas.
-/// The 401 never says which rule failed.
+/// Who is calling, as far as configuration alone can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// Auth is off: everything is open except key management.
+    Anonymous,
+    /// A configured administrator token: `manage`, which includes the rest.
+    Admin,
+    /// A configured monitor token: Observe and `/metrics` only.
+    Monitor,
+    /// A token in the managed-key format: the database decides.
+    Managed(String),
+}
+
+/// A configuration-level answer for a principal and a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Granted,
+    Denied,
+    /// Key management while auth is off (wire §3.6).
+    AuthDisabled,
+    /// Only the key store can tell.
+    AskDatabase,
+}
+
+impl Principal {
+    pub fn access(&self, permission: Permission) -> Access {
+        match (self, permission) {
+            (Principal::Anonymous, Permission::ManageKeys) => Access::AuthDisabled,
+            (Principal::Anonymous | Principal::Admin, _) => Access::Granted,
+            (Principal::Monitor, Permission::Observe) => Access::Granted,
+            (Principal::Monitor, _) => Access::Denied,
+            (Principal::Managed(_), _) => Access::AskDatabase,
+        }
+    }
+
+    /// The check a managed token's requests run, needing `required`.
+    pub fn key_check(&self, required: Permissions) -> Option<KeyCheck> {
+        match self {
+            Principal::Managed(token) => KeyCheck::from_token(token, required),
+            _ => None,
+        }
+    }
+
+    /// What Observe reports as `access`.
+    pub fn access_name(&self) -> &'static str {
+        match self {
+            Principal::Anonymous => "anonymous",
+            Principal::Monitor => "monitor",
+            Principal::Admin | Principal::Managed(_) => "manage",
+        }
+    }
+}
+
+/// Resolves the request's credential against configuration. Exactly one
+/// `Authorization` header, scheme `Bearer` (any case), then one token free
+/// of spaces and commas. Configured administrators win over everything,
+/// then monitor tokens; a token in the managed format is left to the key
+/// store; anything else is 401, which never says which rule failed.
 pub fn authenticate<'a>(
     mode: &AuthMode,
+    monitor_tokens: &[String],
     authorization: impl Iterator<Item = &'a str>,
 ) -> Result<Principal, ApiError> {
     let AuthMode::On { admin_tokens } = mode else {
         return Ok(Principal::Anonymous);
     };
     let token = bearer_token(authorization).ok_or_else(ApiError::unauthenticated)?;
-    // Compare against every configured token, without early exit.
-    let matched = admin_tokens.iter().fold(false, |found, admin| {
-        found | constant_time_eq(admin.as_bytes(), token.as_bytes())
-    });
-    if matched {
+    if matches_any(admin_tokens, token) {
         Ok(Principal::Admin)
+    } else if matches_any(monitor_tokens, token) {
+        Ok(Principal::Monitor)
+    } else if KeyCheck::from_token(token, Permissions::SEND).is_some() {
+        Ok(Principal::Managed(token.to_owned()))
     } else {
         Err(ApiError::unauthenticated())
     }
+}
+
+/// Compares against every configured token, without early exit.
+fn matches_any(tokens: &[String], token: &str) -> bool {
+    tokens.iter().fold(false, |found, t| {
+        found | constant_time_eq(t.as_bytes(), token.as_bytes())
+    })
 }
 
 fn bearer_token<'a>(mut headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
@@ -92,11 +153,11 @@ mod tests {
     fn c18_c19_scheme_is_case_insensitive_and_spaces_are_skipped() {
         let mode = on(&["T"]);
         assert_eq!(
-            authenticate(&mode, ["bearer T"].into_iter()),
+            authenticate(&mode, &[], ["bearer T"].into_iter()),
             Ok(Principal::Admin)
         );
         assert_eq!(
-            authenticate(&mode, ["Bearer   T"].into_iter()),
+            authenticate(&mode, &[], ["Bearer   T"].into_iter()),
             Ok(Principal::Admin)
         );
     }
@@ -115,7 +176,7 @@ mod tests {
             vec!["Bearer "],
         ] {
             assert_eq!(
-                authenticate(&mode, headers.clone().into_iter()),
+                authenticate(&mode, &[], headers.clone().into_iter()),
                 Err(ApiError::unauthenticated()),
                 "{headers:?}"
             );
@@ -125,7 +186,7 @@ mod tests {
     #[test]
     fn unset_tokens_fail_closed() {
         assert_eq!(
-            authenticate(&on(&[]), ["Bearer anything"].into_iter()),
+            authenticate(&on(&[]), &[], ["Bearer anything"].into_iter()),
             Err(ApiError::unauthenticated())
         );
     }

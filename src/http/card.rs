@@ -14,9 +14,11 @@ struct Card {
     docs: &'static str,
     endpoints: Vec<&'static str>,
     health: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<&'static str>,
 }
 
-pub fn discovery_card(auth_enabled: bool) -> String {
+pub fn discovery_card(auth_enabled: bool, metrics: bool) -> String {
     serde_json::to_string(&Card {
         name: "mqlite",
         description:
@@ -27,6 +29,7 @@ pub fn discovery_card(auth_enabled: bool) -> String {
         docs: "https://github.com/mqlitehq/mqlite",
         endpoints: ROUTES.iter().map(|r| r.path).collect(),
         health: "/healthz",
+        metrics: metrics.then_some("/metrics"),
     })
     .unwrap_or_default()
 }

@@ -25,6 +25,12 @@ pub struct Config {
     pub limits: Limits,
     /// Broker-wide DLQ retention applied by the cron sweep.
     pub retention: Retention,
+    /// Read-only credentials for Observe and `/metrics` (never stored).
+    pub monitor_tokens: Vec<String>,
+    /// `MQLITE_METRICS=on`: serve `/metrics`.
+    pub metrics: bool,
+    /// The database URL as Status may show it (wire §6.18).
+    pub location: String,
 }
 
 impl Config {
@@ -72,10 +78,18 @@ impl Config {
                 .unwrap_or(default)
         };
         let retention = retention(&var);
+        let monitor_tokens = monitor_tokens(&var, &auth)?;
+        let metrics = var("MQLITE_METRICS").is_some_and(|v| v.trim().eq_ignore_ascii_case("on"));
+        if metrics && auth == AuthMode::Off {
+            return Err("MQLITE_METRICS=on requires authentication (MQLITE_TOKENS)".into());
+        }
         Ok(Config {
             auth,
             cors,
             retention,
+            monitor_tokens,
+            metrics,
+            location: var("MQLITE_DB").map_or_else(|| "remote".into(), |url| masked_location(&url)),
             max_request_bytes: positive("MQLITE_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES),
             limits: Limits {
                 max_message_bytes: positive("MQLITE_MAX_MESSAGE_BYTES", defaults.max_message_bytes),
@@ -93,6 +107,58 @@ impl Config {
 
     pub fn auth_enabled(&self) -> bool {
         self.auth != AuthMode::Off
+    }
+}
+
+/// `MQLITE_MONITOR_TOKENS` (wire §3.1): each token non-empty, free of
+/// spaces, tabs, line breaks and commas, different from every administrator
+/// token, and only with authentication on and an administrator configured.
+fn monitor_tokens(
+    var: &impl Fn(&str) -> Option<String>,
+    auth: &AuthMode,
+) -> Result<Vec<String>, String> {
+    let Some(raw) = var("MQLITE_MONITOR_TOKENS").filter(|v| !v.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let invalid = || "invalid monitoring credential configuration".to_owned();
+    let AuthMode::On { admin_tokens } = auth else {
+        return Err(invalid());
+    };
+    if admin_tokens.is_empty() {
+        return Err(invalid());
+    }
+    let mut tokens = Vec::new();
+    for token in raw.split(',').map(str::trim) {
+        let malformed = token.is_empty()
+            || token.contains([' ', '\t', '\r', '\n'])
+            || admin_tokens.iter().any(|a| a == token);
+        if malformed {
+            return Err(invalid());
+        }
+        tokens.push(token.to_owned());
+    }
+    Ok(tokens)
+}
+
+/// A database URL without credentials: scheme, `://***`, and the host
+/// minus its first label (`libsql://db-org.turso.io` → `libsql://***.turso.io`);
+/// `remote` when it does not parse.
+pub fn masked_location(url: &str) -> String {
+    let Some((scheme, rest)) = url.trim().split_once("://") else {
+        return "remote".into();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    if scheme.is_empty() || host.is_empty() {
+        return "remote".into();
+    }
+    match host.split_once('.') {
+        Some((_, parent)) if !host_port.starts_with('[') => format!("{scheme}://***.{parent}"),
+        _ => format!("{scheme}://***"),
     }
 }
 
@@ -156,6 +222,21 @@ pub fn go_duration_ms(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::go_duration_ms;
+
+    #[test]
+    fn c212_location_is_masked() {
+        use super::masked_location;
+        assert_eq!(
+            masked_location("libsql://db-org.turso.io"),
+            "libsql://***.turso.io"
+        );
+        assert_eq!(
+            masked_location("https://user:secret@db-org.aws.turso.io:443/path?authToken=x"),
+            "https://***.aws.turso.io"
+        );
+        assert_eq!(masked_location("http://localhost:8080"), "http://***");
+        assert_eq!(masked_location("not a url"), "remote");
+    }
 
     #[test]
     fn go_durations() {

@@ -11,13 +11,14 @@ mod config;
 mod routes;
 mod rpc;
 
-pub use auth::{Permission, Principal};
-pub use config::{AuthMode, Config};
-pub use routes::{Rpc, ROUTES};
+pub use auth::{Access, Permission, Principal};
+pub use config::{masked_location, AuthMode, Config};
+pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
+use std::sync::Arc;
 
-use crate::engine::{Clock, Engine, Waiter};
+use crate::engine::{Clock, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
 use crate::store::Transport;
 use crate::wire::{ApiError, ErrorCode};
 
@@ -90,22 +91,40 @@ pub fn body_too_large(cap: usize) -> ApiError {
     )
 }
 
+/// What outlives a request inside one isolate: when it started and the
+/// compiled topic filters it has seen.
+pub struct Isolate {
+    pub started_at_ms: i64,
+    pub topics: Arc<TopicCache>,
+}
+
+impl Isolate {
+    pub fn new(started_at_ms: i64) -> Self {
+        Isolate {
+            started_at_ms,
+            topics: Arc::default(),
+        }
+    }
+}
+
 /// The broker for one request: configuration plus an engine over a
 /// database transport.
 pub struct Service<T> {
     setup: Result<(Config, Engine<T>), String>,
+    isolate: Arc<Isolate>,
 }
 
 impl<T: Transport> Service<T> {
     /// A configuration error (including a missing database) is kept and
     /// answered as 500 on every RPC, never by serving with a weaker
     /// configuration.
-    pub fn new(setup: Result<(Config, T), String>, clock: Clock) -> Self {
+    pub fn new(setup: Result<(Config, T), String>, clock: Clock, isolate: Arc<Isolate>) -> Self {
         let setup = setup.map(|(config, transport)| {
-            let engine = Engine::new(transport, clock, config.limits.clone());
+            let engine = Engine::new(transport, clock, config.limits.clone())
+                .with_topics(isolate.topics.clone());
             (config, engine)
         });
-        Service { setup }
+        Service { setup, isolate }
     }
 
     /// The engine, when the configuration is valid.
@@ -149,24 +168,83 @@ impl<T: Transport> Service<T> {
             }
         };
         match path {
-            "/" => return Response::json(200, card::discovery_card(config.auth_enabled())),
+            "/" => {
+                return Response::json(
+                    200,
+                    card::discovery_card(config.auth_enabled(), config.metrics),
+                )
+            }
             "/healthz" => return healthz(),
             // The console is not bundled: its open paths answer 404.
             "/ui" => return Response::error(&ApiError::no_such_path(path)),
             _ if path.starts_with("/ui/") => return Response::error(&ApiError::no_such_path(path)),
             _ => {}
         }
-        let principal =
-            match auth::authenticate(&config.auth, request.header_values("Authorization")) {
-                Ok(p) => p,
-                Err(e) => return Response::error(&e),
-            };
+        let principal = match auth::authenticate(
+            &config.auth,
+            &config.monitor_tokens,
+            request.header_values("Authorization"),
+        ) {
+            Ok(p) => p,
+            Err(e) => return Response::error(&e),
+        };
         let Some(route) = routes::find(path) else {
+            // A managed key must be valid before a 404 may answer it.
+            if let Some(key) = principal.key_check(Permissions::SEND) {
+                if let Err(e) = admit(engine, &key, false).await {
+                    return Response::error(&e);
+                }
+            }
             return Response::error(&ApiError::no_such_path(path));
         };
-        if !principal.may(route.permission) {
-            return Response::error(&ApiError::permission_denied());
+        let key = match principal.access(route.permission) {
+            Access::Granted => None,
+            Access::Denied => return Response::error(&ApiError::permission_denied()),
+            Access::AuthDisabled => {
+                return Response::error(&ApiError::new(
+                    ErrorCode::PermissionDenied,
+                    "key management requires authentication to be enabled",
+                ))
+            }
+            Access::AskDatabase => principal
+                .key_check(route.permission.key_bits())
+                .map(Arc::new),
+        };
+        let response = self
+            .serve(
+                config,
+                engine,
+                route,
+                &principal,
+                key.as_ref(),
+                request,
+                body,
+                waiter,
+            )
+            .await;
+        match key {
+            // Every program of the request checked the key; or none ran,
+            // and only the key store can say whether the answer stands.
+            Some(key) if !key.is_verified() => match admit(engine, &key, true).await {
+                Ok(()) => response,
+                Err(e) => Response::error(&e),
+            },
+            _ => response,
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn serve(
+        &self,
+        config: &Config,
+        engine: &Engine<T>,
+        route: &Route,
+        principal: &Principal,
+        key: Option<&Arc<KeyCheck>>,
+        request: &Request,
+        body: impl Body,
+        waiter: &impl Waiter,
+    ) -> Response {
         if request.method != "POST" {
             return Response::error(&ApiError::new(ErrorCode::Unimplemented, "POST required"));
         }
@@ -178,9 +256,36 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        match rpc::call(engine, route.rpc, &body, waiter).await {
+        let context = rpc::Context {
+            config,
+            isolate: &self.isolate,
+            principal,
+            waiter,
+        };
+        let result = match key {
+            Some(key) => rpc::call(&engine.for_key(key.clone()), route.rpc, &body, &context).await,
+            None => rpc::call(engine, route.rpc, &body, &context).await,
+        };
+        match result {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
+        }
+    }
+}
+
+/// Asks the key store about a managed key: 401 unless it is live; with
+/// `check_permission`, 403 unless it holds what its route requires. A
+/// storage failure is a server error, never a pass.
+async fn admit<T: Transport>(
+    engine: &Engine<T>,
+    key: &KeyCheck,
+    check_permission: bool,
+) -> Result<(), ApiError> {
+    match engine.key_state(key).await? {
+        KeyState::Valid(held) if !check_permission || held.includes(key.required()) => Ok(()),
+        KeyState::Valid(_) => Err(ApiError::permission_denied()),
+        KeyState::Unknown | KeyState::Revoked | KeyState::Expired => {
+            Err(ApiError::unauthenticated())
         }
     }
 }

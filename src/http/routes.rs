@@ -22,9 +22,18 @@ pub enum Rpc {
     Peek,
     Stats,
     CreateQueue,
+    Subscribe,
     ListQueues,
+    ListSubscriptions,
+    TestFilter,
     Redrive,
     Purge,
+    Status,
+    DeleteQueue,
+    Observe,
+    CreateKey,
+    ListKeys,
+    RevokeKey,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -60,9 +69,18 @@ pub const ROUTES: &[Route] = &[
     route("/mqlite.v1.QueueService/Peek", Rpc::Peek, Permission::Listen),
     route("/mqlite.v1.QueueService/Stats", Rpc::Stats, Permission::Listen),
     route("/mqlite.v1.AdminService/CreateQueue", Rpc::CreateQueue, Permission::Manage),
+    route("/mqlite.v1.AdminService/Subscribe", Rpc::Subscribe, Permission::Manage),
     route("/mqlite.v1.AdminService/ListQueues", Rpc::ListQueues, Permission::Manage),
+    route("/mqlite.v1.AdminService/ListSubscriptions", Rpc::ListSubscriptions, Permission::Manage),
+    route("/mqlite.v1.AdminService/TestFilter", Rpc::TestFilter, Permission::Manage),
     route("/mqlite.v1.AdminService/Redrive", Rpc::Redrive, Permission::Manage),
     route("/mqlite.v1.AdminService/Purge", Rpc::Purge, Permission::Manage),
+    route("/mqlite.v1.AdminService/Status", Rpc::Status, Permission::Manage),
+    route("/mqlite.v1.AdminService/DeleteQueue", Rpc::DeleteQueue, Permission::Manage),
+    route("/mqlite.v1.AdminService/Observe", Rpc::Observe, Permission::Observe),
+    route("/mqlite.v1.AuthService/CreateKey", Rpc::CreateKey, Permission::ManageKeys),
+    route("/mqlite.v1.AuthService/ListKeys", Rpc::ListKeys, Permission::ManageKeys),
+    route("/mqlite.v1.AuthService/RevokeKey", Rpc::RevokeKey, Permission::ManageKeys),
 ];
 
 pub fn find(path: &str) -> Option<&'static Route> {

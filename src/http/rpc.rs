@@ -4,13 +4,20 @@
 
 use serde::Serialize;
 
+use super::auth::Principal;
+use super::config::Config;
 use super::routes::Rpc;
-use crate::engine::Settlement;
-use crate::engine::{Engine, Waiter};
+use super::Isolate;
+use crate::engine::{Engine, EngineError, KeySort, Settlement, Waiter};
+use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::Transport;
 use crate::wire::admin::{
-    CreateQueueRequest, Empty, ListQueuesResponse, PurgeRequest, PurgeResponse, RedriveRequest,
-    RedriveResponse,
+    CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, Empty, ListQueuesResponse,
+    ListSubscriptionsResponse, PurgeRequest, PurgeResponse, RedriveRequest, RedriveResponse,
+    StatusResponse, SubscribeRequest, TestFilterRequest, TestFilterResponse,
+};
+use crate::wire::keys::{
+    CreateKeyRequest, CreateKeyResponse, ListKeysRequest, ListKeysResponse, RevokeKeyRequest,
 };
 use crate::wire::queue::{
     BatchItemsRequest, BatchResultsResponse, CancelRequest, OkResponse, PeekRequest, PeekResponse,
@@ -21,15 +28,24 @@ use crate::wire::{decode, ApiError};
 
 /// RPCs that take no request object: their body is never read [quirk].
 pub fn reads_body(rpc: Rpc) -> bool {
-    !matches!(rpc, Rpc::ListQueues)
+    !matches!(rpc, Rpc::ListQueues | Rpc::ListSubscriptions | Rpc::Status)
 }
 
-pub async fn call<T: Transport>(
+/// What handlers beyond the engine may need about the request.
+pub struct Context<'a, W> {
+    pub config: &'a Config,
+    pub isolate: &'a Isolate,
+    pub principal: &'a Principal,
+    pub waiter: &'a W,
+}
+
+pub async fn call<T: Transport, W: Waiter>(
     engine: &Engine<T>,
     rpc: Rpc,
     body: &[u8],
-    waiter: &impl Waiter,
+    context: &Context<'_, W>,
 ) -> Result<String, ApiError> {
+    let waiter = context.waiter;
     match rpc {
         Rpc::Send | Rpc::Schedule => {
             let request: SendRequest = decode(body)?;
@@ -121,10 +137,87 @@ pub async fn call<T: Transport>(
                 queues: queues.into_iter().map(Into::into).collect(),
             })
         }
+        Rpc::Subscribe => {
+            let request: SubscribeRequest = decode(body)?;
+            let expr = request.filter.map(|f| f.expr).unwrap_or_default();
+            engine
+                .subscribe(&request.topic, &request.name, &expr)
+                .await?;
+            json(&Empty {})
+        }
+        Rpc::ListSubscriptions => {
+            let subscriptions = engine.list_subscriptions().await?;
+            json(&ListSubscriptionsResponse {
+                subscriptions: subscriptions.into_iter().map(Into::into).collect(),
+            })
+        }
+        Rpc::TestFilter => {
+            let request: TestFilterRequest = decode(body)?;
+            let sample = request.sample(engine.clock().wall_ms());
+            let result = engine.test_filter(&request.expr, sample.as_ref());
+            json(&TestFilterResponse::from(result))
+        }
+        Rpc::DeleteQueue => {
+            let request: DeleteQueueRequest = decode(body)?;
+            engine
+                .delete_queue(&request.name, &request.generation)
+                .await?;
+            json(&DeleteQueueResponse { deleted: true })
+        }
+        Rpc::Status => status(engine, context).await,
+        Rpc::Observe => Err(ApiError::new(crate::wire::ErrorCode::Internal, "todo")),
+        Rpc::CreateKey => {
+            let request: CreateKeyRequest = decode(body)?;
+            let created = engine.create_key(&request.into()).await?;
+            json(&CreateKeyResponse::from(created))
+        }
+        Rpc::ListKeys => {
+            let request: ListKeysRequest = decode(body)?;
+            let sort = KeySort::parse(&request.sort)?;
+            let page = engine
+                .list_keys(&request.after_id, request.limit, sort)
+                .await?;
+            json(&ListKeysResponse::from(page))
+        }
+        Rpc::RevokeKey => {
+            let request: RevokeKeyRequest = decode(body)?;
+            engine.revoke_key(&request.id).await?;
+            json(&OkResponse { ok: true })
+        }
     }
 }
 
 fn json(value: &impl Serialize) -> Result<String, ApiError> {
     serde_json::to_string(value)
         .map_err(|e| ApiError::new(crate::wire::ErrorCode::Internal, e.to_string()))
+}
+
+/// Status (wire §6.18): one read for the ping and the counts; a failed read
+/// reports `ping_ms: -1` and zero counts rather than failing the call.
+async fn status<T: Transport, W: Waiter>(
+    engine: &Engine<T>,
+    context: &Context<'_, W>,
+) -> Result<String, ApiError> {
+    let started = context.waiter.elapsed_ms();
+    let counts = engine.entity_counts().await;
+    let ping_ms = context.waiter.elapsed_ms().saturating_sub(started) as i64;
+    let (ping_ms, counts) = match counts {
+        Ok(counts) => (ping_ms, counts),
+        Err(EngineError::CredentialRejected) => return Err(EngineError::CredentialRejected.into()),
+        Err(_) => (-1, Default::default()),
+    };
+    let uptime_ms = engine.clock().wall_ms() - context.isolate.started_at_ms;
+    json(&StatusResponse {
+        version: env!("CARGO_PKG_VERSION"),
+        backend: "remote libSQL/Turso",
+        remote: true,
+        location: context.config.location.clone(),
+        schema_version: SCHEMA_VERSION.to_string(),
+        ping_ms,
+        db_size_bytes: 0,
+        queues: counts.queues,
+        subscriptions: counts.subscriptions,
+        uptime_ms: uptime_ms.max(0),
+        auth: context.config.auth_enabled(),
+    })
 }

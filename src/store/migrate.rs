@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_group_heads.sql",
         sql: include_str!("../../migrations/0002_group_heads.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_subscription_revisions.sql",
+        sql: include_str!("../../migrations/0003_subscription_revisions.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

@@ -22,7 +22,7 @@ pub use transport::{HttpReply, Transport, TransportError};
 
 use hrana::{BatchResult, HranaError, PipelineRequest, PipelineResponse, StmtResult};
 use hrana::{StreamRequest, StreamResponse, StreamResult};
-use program::{Role, FIRST_STEP};
+use program::Role;
 
 /// Attempts per program for failures that provably did not apply.
 const MAX_ATTEMPTS: u32 = 5;
@@ -64,6 +64,8 @@ impl std::fmt::Display for StoreError {
 pub enum RunError {
     /// A guard fired: the transaction rolled back with this domain answer.
     Rejected(StepId),
+    /// The program's prelude (the credential check) fired: nothing ran.
+    PreludeRejected,
     Store(StoreError),
 }
 
@@ -77,6 +79,7 @@ impl From<StoreError> for RunError {
 #[derive(Debug)]
 pub struct Committed {
     results: Vec<Option<StmtResult>>,
+    first: usize,
 }
 
 impl Committed {
@@ -93,7 +96,7 @@ impl Committed {
     /// The raw values of a statement's rows (inspection and tests).
     pub fn raw_rows(&self, step: StepId) -> &[Vec<hrana::Value>] {
         self.results
-            .get(FIRST_STEP + step.0)
+            .get(self.first + step.0)
             .and_then(Option::as_ref)
             .map_or(&[], |r| r.rows.as_slice())
     }
@@ -102,6 +105,8 @@ impl Committed {
 /// How one attempt ended.
 enum Attempt {
     Done(Result<Committed, RunError>),
+    /// A guard fired; the results of the statements before it are kept.
+    Rejected(StepId, Committed),
     Retry(StoreError),
     SchemaBehind,
 }
@@ -124,30 +129,46 @@ impl<T: Transport> Store<T> {
     /// first if the database is behind (only then is there more than one
     /// round trip), and retries only what provably did not apply.
     pub async fn run(&self, program: &Program) -> Result<Committed, RunError> {
+        self.run_keeping(program).await.map_err(|(e, _)| e)
+    }
+
+    /// Like [`Store::run`], but a fired guard also hands back the rows of
+    /// the statements that ran before it (they were read inside the
+    /// transaction, then rolled back with it).
+    pub async fn run_keeping(
+        &self,
+        program: &Program,
+    ) -> Result<Committed, (RunError, Option<Committed>)> {
         let body = encode(program);
         let mut migrated = false;
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
             match self.attempt(program, body.clone()).await {
-                Attempt::Done(result) => return result,
+                Attempt::Done(result) => return result.map_err(|e| (e, None)),
+                Attempt::Rejected(step, partial) => {
+                    return Err((RunError::Rejected(step), Some(partial)))
+                }
                 Attempt::Retry(error) => last = error,
                 Attempt::SchemaBehind if !migrated => {
-                    migrate::ensure_schema(self).await?;
+                    migrate::ensure_schema(self)
+                        .await
+                        .map_err(|e| (e.into(), None))?;
                     migrated = true;
                     continue;
                 }
                 Attempt::SchemaBehind => {
-                    return Err(StoreError::Failed(
-                        "schema check still failing after migration".into(),
-                    )
-                    .into())
+                    return Err((
+                        StoreError::Failed("schema check still failing after migration".into())
+                            .into(),
+                        None,
+                    ))
                 }
             }
             if attempt < MAX_ATTEMPTS {
                 self.transport.pause(BACKOFF_MS * attempt).await;
             }
         }
-        Err(last.into())
+        Err((last.into(), None))
     }
 
     /// Sends a raw pipeline body, with the same transport classification
@@ -278,9 +299,11 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
         step_errors,
     } = result;
     let commit = program.commit_index();
+    let first = program.first_step();
     if step_results.get(commit).is_some_and(Option::is_some) {
         return Attempt::Done(Ok(Committed {
             results: step_results,
+            first,
         }));
     }
     let Some((index, error)) = step_errors
@@ -298,13 +321,20 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
     if index == 1 {
         return Attempt::SchemaBehind;
     }
+    if Some(index) == program.prelude_index() {
+        return Attempt::Done(Err(RunError::PreludeRejected));
+    }
     match index
-        .checked_sub(FIRST_STEP)
+        .checked_sub(first)
         .and_then(|i| program.steps.get(i).map(|s| (i, s)))
     {
-        Some((i, step)) if step.role == Role::Guard => {
-            Attempt::Done(Err(RunError::Rejected(StepId(i))))
-        }
+        Some((i, step)) if step.role == Role::Guard => Attempt::Rejected(
+            StepId(i),
+            Committed {
+                results: step_results,
+                first,
+            },
+        ),
         _ => Attempt::Done(Err(failed(error).into())),
     }
 }

@@ -29,10 +29,10 @@ pub(crate) struct ProgramStep {
 pub struct Program {
     pub(crate) write: bool,
     pub(crate) steps: Vec<ProgramStep>,
+    /// A guard that runs before every step (the caller's credential check),
+    /// so a request authenticated by the database costs no extra round trip.
+    pub(crate) prelude: Option<ProgramStep>,
 }
-
-/// Batch index of the first program statement: after `BEGIN` and the schema check.
-pub(crate) const FIRST_STEP: usize = 2;
 
 impl Program {
     /// A write transaction (`BEGIN IMMEDIATE`): takes the write lock up
@@ -41,6 +41,7 @@ impl Program {
         Program {
             write: true,
             steps: Vec::new(),
+            prelude: None,
         }
     }
 
@@ -49,6 +50,7 @@ impl Program {
         Program {
             write: false,
             steps: Vec::new(),
+            prelude: None,
         }
     }
 
@@ -64,6 +66,27 @@ impl Program {
         self.push(guard_sql(violated_when), args, Role::Guard)
     }
 
+    /// Sets the guard that runs before every other statement; when it fires
+    /// the run reports [`super::RunError::PreludeRejected`].
+    pub fn set_prelude(&mut self, violated_when: &str, args: Vec<Value>) {
+        self.prelude = Some(ProgramStep {
+            sql: guard_sql(violated_when),
+            args,
+            role: Role::Guard,
+        });
+    }
+
+    /// Batch index of the first program statement: after `BEGIN`, the
+    /// schema check and the prelude.
+    pub(crate) fn first_step(&self) -> usize {
+        2 + usize::from(self.prelude.is_some())
+    }
+
+    /// Batch index of the prelude, when there is one.
+    pub(crate) fn prelude_index(&self) -> Option<usize> {
+        self.prelude.as_ref().map(|_| 2)
+    }
+
     fn push(&mut self, sql: String, args: Vec<Value>, role: Role) -> StepId {
         self.steps.push(ProgramStep { sql, args, role });
         StepId(self.steps.len() - 1)
@@ -71,7 +94,7 @@ impl Program {
 
     /// Batch index of the COMMIT step.
     pub(crate) fn commit_index(&self) -> usize {
-        FIRST_STEP + self.steps.len()
+        self.first_step() + self.steps.len()
     }
 
     /// Encodes the program as one Hrana batch.
@@ -84,11 +107,9 @@ impl Program {
         let mut steps = Vec::with_capacity(self.steps.len() + 4);
         steps.push(plain(begin, None));
         steps.push(plain(&schema_check_sql(), Some(Condition::Ok { step: 0 })));
-        for (i, step) in self.steps.iter().enumerate() {
+        for (i, step) in self.prelude.iter().chain(&self.steps).enumerate() {
             steps.push(BatchStep {
-                condition: Some(Condition::Ok {
-                    step: FIRST_STEP + i - 1,
-                }),
+                condition: Some(Condition::Ok { step: 2 + i - 1 }),
                 stmt: Stmt {
                     sql: step.sql.clone(),
                     args: step.args.clone(),

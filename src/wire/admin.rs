@@ -3,7 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::decode::nullable;
-use crate::engine::{QueueConfigInput, QueueSummary, RedriveRequest as EngineRedrive};
+use super::queue::MessageIn;
+use crate::engine::{
+    FilterTest, QueueConfigInput, QueueSummary, RedriveRequest as EngineRedrive,
+    SubscriptionSummary,
+};
+use crate::filter::FilterInput;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,3 +144,138 @@ pub struct PurgeRequest {
 pub struct PurgeResponse {
     pub purged: i64,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterIn {
+    #[serde(default, deserialize_with = "nullable")]
+    pub expr: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub topic: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(default)]
+    pub filter: Option<FilterIn>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SubscriptionOut {
+    pub topic: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expr: Option<String>,
+}
+
+impl From<SubscriptionSummary> for SubscriptionOut {
+    fn from(s: SubscriptionSummary) -> Self {
+        SubscriptionOut {
+            topic: s.topic,
+            name: s.name,
+            expr: s.expr,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListSubscriptionsResponse {
+    pub subscriptions: Vec<SubscriptionOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFilterRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub expr: String,
+    #[serde(default)]
+    pub message: Option<MessageIn>,
+}
+
+impl TestFilterRequest {
+    /// The sample as a filter sees it: `enqueued_at` defaults to `now`,
+    /// `visible_at` to the enqueued time (wire §6.15).
+    pub fn sample(&self, now_ms: i64) -> Option<FilterInput<'_>> {
+        let m = self.message.as_ref()?;
+        let enqueued_at_ms = if m.enqueued_at_ms != 0 {
+            m.enqueued_at_ms
+        } else {
+            now_ms
+        };
+        let visible_at_ms = if m.visible_at_ms != 0 {
+            m.visible_at_ms
+        } else {
+            enqueued_at_ms
+        };
+        Some(FilterInput {
+            subject: &m.subject,
+            group_id: &m.group_id,
+            correlation_id: &m.correlation_id,
+            reply_to: &m.reply_to,
+            message_id: &m.message_id,
+            content_type: &m.content_type,
+            properties: &m.properties,
+            body: &m.body,
+            enqueued_at_ms,
+            visible_at_ms,
+        })
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct TestFilterResponse {
+    pub valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub ran: bool,
+    pub matched: bool,
+}
+
+impl From<FilterTest> for TestFilterResponse {
+    fn from(t: FilterTest) -> Self {
+        TestFilterResponse {
+            valid: t.valid,
+            error: t.error,
+            ran: t.ran,
+            matched: t.matched,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteQueueRequest {
+    #[serde(default, deserialize_with = "nullable")]
+    pub name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub generation: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeleteQueueResponse {
+    pub deleted: bool,
+}
+
+/// Status (wire §6.18): never a connection string or a token.
+#[derive(Debug, Serialize)]
+pub struct StatusResponse {
+    pub version: &'static str,
+    pub backend: &'static str,
+    pub remote: bool,
+    pub location: String,
+    pub schema_version: String,
+    pub ping_ms: i64,
+    pub db_size_bytes: i64,
+    pub queues: i64,
+    pub subscriptions: i64,
+    pub uptime_ms: i64,
+    pub auth: bool,
+}
+
+/// Observe takes exactly `{}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserveRequest {}

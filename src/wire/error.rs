@@ -154,6 +154,19 @@ impl From<EngineError> for ApiError {
                 ErrorCode::Internal,
                 format!("random source unavailable: {m}"),
             ),
+            EngineError::CredentialRejected => ApiError::unauthenticated(),
+            EngineError::KeyConflict => ApiError::new(
+                ErrorCode::KeyConflict,
+                "mqlite: an access key with this id already exists",
+            ),
+            EngineError::QueueChanged => ApiError::new(
+                ErrorCode::QueueChanged,
+                "mqlite: the queue was recreated since that generation",
+            ),
+            EngineError::QueueNotEmpty => ApiError::new(
+                ErrorCode::QueueNotEmpty,
+                "mqlite: the queue still holds messages",
+            ),
             EngineError::Store(e) => e.into(),
         }
     }

@@ -4,6 +4,7 @@
 pub mod admin;
 mod decode;
 mod error;
+pub mod keys;
 pub mod queue;
 
 pub use decode::decode;

@@ -35,12 +35,14 @@ pub struct MessageIn {
     pub properties: BTreeMap<String, String>,
     #[serde(default, rename = "seq_number", deserialize_with = "nullable")]
     _seq_number: i64,
-    #[serde(default, rename = "enqueued_at_ms", deserialize_with = "nullable")]
-    _enqueued_at_ms: i64,
+    /// Ignored on Send; TestFilter's sample publish time.
+    #[serde(default, deserialize_with = "nullable")]
+    pub enqueued_at_ms: i64,
     #[serde(default, rename = "expires_at_ms", deserialize_with = "nullable")]
     _expires_at_ms: i64,
-    #[serde(default, rename = "visible_at_ms", deserialize_with = "nullable")]
-    _visible_at_ms: i64,
+    /// Ignored on Send; TestFilter's sample visible time.
+    #[serde(default, deserialize_with = "nullable")]
+    pub visible_at_ms: i64,
     #[serde(default, rename = "locked_until_ms", deserialize_with = "nullable")]
     _locked_until_ms: i64,
     #[serde(default, rename = "delivery_count", deserialize_with = "nullable")]
@@ -65,8 +67,6 @@ fn non_empty(s: String) -> Option<String> {
 
 impl From<MessageIn> for OutgoingMessage {
     fn from(m: MessageIn) -> Self {
-        let properties = (!m.properties.is_empty())
-            .then(|| serde_json::to_string(&m.properties).unwrap_or_default());
         OutgoingMessage {
             body: m.body,
             message_id: non_empty(m.message_id),
@@ -75,7 +75,7 @@ impl From<MessageIn> for OutgoingMessage {
             group_id: non_empty(m.group_id),
             content_type: non_empty(m.content_type),
             subject: non_empty(m.subject),
-            properties,
+            properties: m.properties,
         }
     }
 }

@@ -185,7 +185,11 @@ impl Api {
             db: temp.db.clone(),
         };
         let setup = config.map(|config| (config, transport));
-        let service = mqlite_edge::http::Service::new(setup, clock.clone());
+        let service = mqlite_edge::http::Service::new(
+            setup,
+            clock.clone(),
+            std::sync::Arc::new(mqlite_edge::http::Isolate::new(T0)),
+        );
         Api {
             service,
             clock,
