@@ -4,6 +4,7 @@
 pub mod admin;
 mod decode;
 mod error;
+pub mod observe;
 pub mod queue;
 
 pub use decode::decode;
