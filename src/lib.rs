@@ -8,6 +8,7 @@
 
 pub mod engine;
 pub mod http;
+pub mod observe;
 pub mod store;
 pub mod wire;
 
