@@ -1,6 +1,6 @@
 //! Observability (wire §6.20, §10; semantics §19): counters for requests,
 //! authentication, storage calls, message effects, filters and maintenance,
-//! and the `AdminService/Observe` answer.
+//! the `AdminService/Observe` answer, and its Prometheus rendering.
 //!
 //! On a Worker every counter is isolate-local: it starts at zero when the
 //! isolate starts (`started_at_ms`) and is lost when the runtime evicts the
@@ -12,6 +12,7 @@
 
 mod counters;
 mod histogram;
+pub mod prometheus;
 mod snapshot;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,9 @@
-//! The Observe shape (wire §6.20, conformance T).
+//! The Observe shape (wire §6.20, conformance T) and the Prometheus text
+//! built from it.
 
 use serde_json::Value;
 
+use super::prometheus::render;
 use super::*;
 
 const SEND: &str = "/mqlite.v1.QueueService/Send";
@@ -187,6 +189,13 @@ fn c245_unknown_routes_and_codes_create_no_series() {
     assert_eq!(o.http.requests.iter().map(|q| q.count).sum::<u64>(), 5);
     let list = o.http.handler_latency.iter().find(|l| l.rpc == LIST);
     assert_eq!(list.map(|l| l.count), Some(5));
+    let text = render(&o);
+    assert!(text.contains("mqlite_rpc_duration_seconds_count{rpc=\"AdminService/ListQueues\"} 5\n"));
+    assert!(
+        text.contains("mqlite_rpc_requests_total{rpc=\"AdminService/ListQueues\",code=\"ok\"} 5\n")
+    );
+    assert!(!text.contains("X/Y"));
+    assert!(!text.contains("teapot"));
 }
 
 #[test]
@@ -318,4 +327,75 @@ fn a_poisoned_lock_is_recovered() {
     r.record_auth(AuthOutcome::Missing);
     let o = r.observe("manage", &collected(vec![]), 1);
     assert_eq!(o.http.authentication[1].count, 1);
+}
+
+#[test]
+fn c243_metrics_text_for_one_queue() {
+    let r = registry();
+    let mut q = gauge("Q", "queue", 1);
+    (
+        q.locked,
+        q.deferred,
+        q.scheduled,
+        q.dead_lettered,
+        q.unexpected,
+    ) = (0, 0, 0, 0, 0);
+    let text = render(&r.observe("manage", &collected(vec![q]), 1));
+    assert!(text.contains("# TYPE mqlite_queue_messages gauge\n"));
+    assert!(text.contains("mqlite_queue_messages{queue=\"Q\",state=\"active\"} 1\n"));
+    assert!(text.contains("mqlite_queue_total{queue=\"Q\"} 1\n"));
+    assert!(text.contains("mqlite_queue_oldest_message_age_seconds{queue=\"Q\"} 2.5\n"));
+    assert!(text.contains("mqlite_queue_oldest_message_age_ms{queue=\"Q\"} 2500\n"));
+    assert!(text.contains("mqlite_collection_success 1\n"));
+    assert!(text.contains("mqlite_entities{kind=\"queue\"} 1\n"));
+    assert!(text.contains("mqlite_storage_ping_seconds 0.002\n"));
+    assert!(!text.contains("mqlite_storage_size_bytes"));
+}
+
+#[test]
+fn c246_metrics_text_without_queue_gauges() {
+    let r = registry();
+    r.record_event("q", Event::Completed, 3);
+    let text = render(&r.observe("monitor", &failed("busy"), 1));
+    assert!(text.contains("mqlite_collection_success 0\n"));
+    assert!(
+        text.contains("mqlite_collection_status{state=\"unavailable\",error_code=\"busy\"} 1\n")
+    );
+    for absent in [
+        "mqlite_queue_",
+        "mqlite_entities",
+        "mqlite_storage_ping_seconds",
+    ] {
+        assert!(!text.contains(absent), "{absent}");
+    }
+    assert!(text.contains("mqlite_messages_completed_total{queue=\"q\"} 3\n"));
+}
+
+#[test]
+fn each_family_is_one_block_with_help_and_type() {
+    let r = registry();
+    r.record_request(SEND, "ok", 0.01);
+    let text = render(&r.observe(
+        "manage",
+        &collected(vec![gauge("a\"b\\c\nd", "queue", 1)]),
+        1,
+    ));
+    assert!(text.contains("queue=\"a\\\"b\\\\c\\nd\""));
+    let mut seen: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split(' ').next().unwrap_or_default().to_string();
+            assert!(!seen.contains(&name), "{name} appears twice");
+            seen.push(name.clone());
+            current = name;
+        } else if !line.starts_with('#') {
+            assert!(line.starts_with(&current), "{line} outside {current}");
+        }
+    }
+    assert_eq!(
+        text.matches("# HELP ").count(),
+        seen.len(),
+        "one HELP per family"
+    );
 }
