@@ -33,7 +33,9 @@ use crate::wire::observe::ObserveResponse;
 /// isolate, shared by every request it serves.
 ///
 /// A `std::sync::Mutex` serialises updates: uncontended on wasm32 (one
-/// thread), and correct in multi-threaded native tests. No method panics, and
+/// thread), and correct in multi-threaded native tests. Every method is
+/// synchronous, so the lock is never held across an `await` (where another
+/// request of the same isolate could try to take it). No method panics, and
 /// a lock poisoned by a panic elsewhere is recovered rather than propagated,
 /// because on wasm a panic would take the whole instance down.
 #[derive(Debug)]
