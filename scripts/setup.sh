@@ -4,6 +4,9 @@
 source "$(dirname "$0")/lib/common.sh"
 use_tools_path
 
+# Where promtool goes when the system has none (scripts/test.sh puts it on PATH).
+PROMTOOL_DIR="$TOOLS_DIR/promtool"
+
 ensure_apt_packages() {
   local missing=()
   for pkg in "$@"; do
@@ -64,6 +67,29 @@ ensure_cargo_tool() { # crate version binary [--locked]
   cargo install $locked --force "$crate@$version" >/dev/null || die "cargo install $crate@$version failed"
 }
 
+# promtool lints the /metrics text (tests/metrics_promtool.rs). Debian ships
+# it only inside the `prometheus` package, whose installation would also
+# enable and start a Prometheus server (and recommend a node exporter); so the
+# one binary (static Go, needs only libc) is taken out of the package instead.
+ensure_promtool() {
+  command -v promtool >/dev/null && return 0
+  [ -x "$PROMTOOL_DIR/promtool" ] && return 0
+  command -v apt-get >/dev/null || die "apt-get not found; install promtool (Debian package prometheus) by hand"
+  log "extracting promtool from Debian's prometheus package"
+  local work
+  work="$(mktemp -d)"
+  if ! (cd "$work" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq || die "apt-get update failed"
+    (cd "$work" && apt-get download -qq prometheus >/dev/null) || die "apt-get download prometheus failed"
+  fi
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/root" || die "cannot unpack the prometheus package"
+  mkdir -p "$PROMTOOL_DIR"
+  install -m 0755 "$work/root/usr/bin/promtool" "$PROMTOOL_DIR/promtool" || die "promtool is not in the prometheus package"
+  rm -rf "$work"
+  "$PROMTOOL_DIR/promtool" --version >/dev/null 2>&1 || die "promtool does not start"
+}
+
 ensure_npm_tools() {
   if [ -x "$NODE_BIN_DIR/node" ] && [ -x "$WRANGLER_BIN" ] \
      && [ -x "$NPM_DIR/node_modules/binaryen/bin/wasm-opt" ] \
@@ -87,4 +113,5 @@ ensure_wasm_toolchain
 ensure_cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build --locked
 ensure_cargo_tool wasm-bindgen-cli "$WASM_BINDGEN_VERSION" wasm-bindgen
 ensure_npm_tools
+ensure_promtool
 log "toolchain ready ($(cat "$WASM_TOOLCHAIN_DIR/mode") wasm route)"

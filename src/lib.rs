@@ -9,6 +9,7 @@
 pub mod engine;
 pub mod filter;
 pub mod http;
+pub mod observe;
 pub mod store;
 pub mod wire;
 

@@ -5,6 +5,7 @@ pub mod admin;
 mod decode;
 mod error;
 pub mod keys;
+pub mod observe;
 pub mod queue;
 
 pub use decode::decode;

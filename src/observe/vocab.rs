@@ -1,0 +1,296 @@
+//! The fixed label vocabularies of wire §6.20 and §10. Every dimension the
+//! registry counts is one of these enums, so no caller input can create a new
+//! series: only queue names (configured entities) and registered routes grow
+//! the output.
+
+use crate::store::StoreError;
+
+/// Declares a closed vocabulary: the enum, `ALL` in contract order, and the
+/// wire spelling. Counters are arrays indexed by `value as usize`, which is
+/// the position in `ALL` because the variants carry default discriminants.
+macro_rules! vocabulary {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident => $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name { $($variant,)+ }
+
+        impl $name {
+            /// Every value, in the order the contract lists them.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The spelling used in Observe and as a Prometheus label.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)+ }
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// The final authentication/authorization outcome of one protected request.
+    AuthOutcome {
+        Success => "success",
+        Missing => "missing",
+        Invalid => "invalid",
+        Expired => "expired",
+        Revoked => "revoked",
+        PermissionDenied => "permission_denied",
+        BackendError => "backend_error",
+    }
+}
+
+vocabulary! {
+    /// What kind of storage call was measured: one logical engine call (a
+    /// whole Hrana pipeline), not each SQL statement inside it.
+    StorageOp {
+        Read => "read",
+        Write => "write",
+        Transaction => "transaction",
+    }
+}
+
+vocabulary! {
+    /// How a storage call ended. `Rejected` means a guard in the program
+    /// rolled it back on purpose (a domain answer), not a database fault.
+    StorageOutcome {
+        Ok => "ok",
+        Error => "error",
+        Rejected => "rejected",
+        OutcomeUnknown => "outcome_unknown",
+    }
+}
+
+vocabulary! {
+    /// The 20 message effects of semantics §19, in contract order.
+    Event {
+        Enqueued => "enqueued",
+        Scheduled => "scheduled",
+        Deduplicated => "deduplicated",
+        DedupConflict => "dedup_conflict",
+        Delivered => "delivered",
+        Redelivered => "redelivered",
+        Completed => "completed",
+        ReceiveDeleted => "receive_deleted",
+        Abandoned => "abandoned",
+        Deferred => "deferred",
+        Rejected => "rejected",
+        DeadLettered => "dead_lettered",
+        TtlDiscarded => "ttl_discarded",
+        RetentionDeleted => "retention_deleted",
+        Purged => "purged",
+        Canceled => "canceled",
+        Redriven => "redriven",
+        LockExpired => "lock_expired",
+        Recovered => "recovered",
+        Activated => "activated",
+    }
+}
+
+vocabulary! {
+    /// Where routing a published message through a subscription filter failed.
+    FilterStage {
+        Compile => "compile",
+        Evaluate => "evaluate",
+    }
+}
+
+vocabulary! {
+    /// Maintenance tasks (semantics §16), in contract order.
+    Task {
+        Locks => "locks",
+        Scheduled => "scheduled",
+        Ttl => "ttl",
+        Dedup => "dedup",
+        Receipts => "receipts",
+        Retention => "retention",
+        Reclaim => "reclaim",
+    }
+}
+
+vocabulary! {
+    /// How one maintenance pass ended.
+    MaintenanceOutcome {
+        Success => "success",
+        Error => "error",
+        Interrupted => "interrupted",
+    }
+}
+
+impl Task {
+    /// Whether this deployment runs the task automatically. The Worker's cron
+    /// trigger (wrangler.toml) runs the sweep, which covers every task except
+    /// `reclaim`: reclaiming file space is a local-SQLite concern and remote
+    /// libSQL has no local file to shrink (the reference disables it for
+    /// remote backends too).
+    pub fn enabled(self) -> bool {
+        self != Task::Reclaim
+    }
+}
+
+/// Whole-request result codes of `http.requests`: `ok` plus every error code
+/// of wire §7 (v0.3.3 adds `queue_changed` and `queue_not_empty`).
+pub const REQUEST_CODES: [&str; 17] = [
+    "ok",
+    "unauthenticated",
+    "permission_denied",
+    "key_conflict",
+    "not_found",
+    "already_exists",
+    "name_conflict",
+    "group_required",
+    "invalid_argument",
+    "message_too_large",
+    "outcome_unknown",
+    "canceled",
+    "internal",
+    "lock_lost",
+    "unimplemented",
+    "queue_changed",
+    "queue_not_empty",
+];
+
+/// Error categories of an `error` storage outcome. Only these leave the
+/// registry, so no database error text ever becomes a label.
+pub const STORAGE_ERROR_CODES: [&str; 8] = [
+    "canceled",
+    "closed",
+    "busy",
+    "connection",
+    "full",
+    "corrupt",
+    "io",
+    "other",
+];
+
+/// The error code a storage outcome is filed under. `Ok`, `Rejected` and
+/// `OutcomeUnknown` each have exactly one code; an `error` keeps a known
+/// category and folds anything else into `other`, so a count is never lost
+/// and the label set stays the fixed 33 combinations.
+pub(super) fn storage_error_code(outcome: StorageOutcome, code: &str) -> &'static str {
+    match outcome {
+        StorageOutcome::Ok => "",
+        StorageOutcome::Rejected => "application",
+        StorageOutcome::OutcomeUnknown => "outcome_unknown",
+        StorageOutcome::Error => known_error_code(code),
+    }
+}
+
+/// A failed collection's `error_code`: any storage category (including
+/// `application` and `outcome_unknown`), anything else `other`. Never empty,
+/// because an unavailable collection must say why.
+pub(super) fn collection_error_code(code: &str) -> &'static str {
+    match code {
+        "application" => "application",
+        "outcome_unknown" => "outcome_unknown",
+        _ => known_error_code(code),
+    }
+}
+
+fn known_error_code(code: &str) -> &'static str {
+    STORAGE_ERROR_CODES
+        .iter()
+        .copied()
+        .find(|known| *known == code)
+        .unwrap_or("other")
+}
+
+/// Classifies a store failure for `record_storage` and `Collection::result`.
+/// The Worker reaches libSQL over HTTP, so "could not reach it" is
+/// `connection`; a database-reported error is recognised by the SQLite
+/// result-code names the server puts in its message.
+pub fn classify(error: &StoreError) -> &'static str {
+    match error {
+        StoreError::Unavailable(_) => "connection",
+        StoreError::OutcomeUnknown(_) => "outcome_unknown",
+        StoreError::Failed(message) => {
+            let upper = message.to_ascii_uppercase();
+            [
+                ("SQLITE_BUSY", "busy"),
+                ("SQLITE_LOCKED", "busy"),
+                ("SQLITE_FULL", "full"),
+                ("SQLITE_CORRUPT", "corrupt"),
+                ("SQLITE_NOTADB", "corrupt"),
+                ("SQLITE_IOERR", "io"),
+            ]
+            .iter()
+            .find(|(name, _)| upper.contains(name))
+            .map_or("other", |(_, code)| code)
+        }
+        StoreError::SchemaTooNew { .. } => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ErrorCode;
+
+    #[test]
+    fn every_wire_error_code_is_a_request_code() {
+        use ErrorCode::*;
+        let all = [
+            InvalidArgument,
+            GroupRequired,
+            Unauthenticated,
+            PermissionDenied,
+            NotFound,
+            Unimplemented,
+            AlreadyExists,
+            NameConflict,
+            KeyConflict,
+            LockLost,
+            QueueChanged,
+            QueueNotEmpty,
+            MessageTooLarge,
+            Canceled,
+            Internal,
+            OutcomeUnknown,
+        ];
+        for code in all {
+            assert!(REQUEST_CODES.contains(&code.as_str()), "{code:?}");
+        }
+        assert_eq!(REQUEST_CODES.len(), all.len() + 1);
+    }
+
+    #[test]
+    fn vocabularies_have_the_contract_sizes() {
+        assert_eq!(Event::ALL.len(), 20);
+        assert_eq!(Task::ALL.len(), 7);
+        assert_eq!(AuthOutcome::ALL.len(), 7);
+        for (i, event) in Event::ALL.iter().enumerate() {
+            assert_eq!(*event as usize, i);
+        }
+    }
+
+    #[test]
+    fn storage_codes_stay_bounded() {
+        assert_eq!(storage_error_code(StorageOutcome::Ok, "busy"), "");
+        assert_eq!(storage_error_code(StorageOutcome::Error, "busy"), "busy");
+        assert_eq!(storage_error_code(StorageOutcome::Error, "boom"), "other");
+        assert_eq!(
+            storage_error_code(StorageOutcome::Rejected, ""),
+            "application"
+        );
+        assert_eq!(collection_error_code(""), "other");
+        assert_eq!(collection_error_code("connection"), "connection");
+    }
+
+    #[test]
+    fn store_errors_classify_without_their_text() {
+        assert_eq!(classify(&StoreError::Unavailable("x".into())), "connection");
+        assert_eq!(
+            classify(&StoreError::Failed(
+                "SQLITE_BUSY: database is locked".into()
+            )),
+            "busy"
+        );
+        assert_eq!(
+            classify(&StoreError::Failed("no such table".into())),
+            "other"
+        );
+        assert_eq!(
+            classify(&StoreError::OutcomeUnknown("lost".into())),
+            "outcome_unknown"
+        );
+    }
+}
