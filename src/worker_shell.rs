@@ -61,7 +61,8 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             return;
         }
     };
-    let engine = Engine::new(transport, Clock::Database, config.limits.clone());
+    let engine = Engine::new(transport, Clock::Database, config.limits.clone())
+        .with_observer(isolate().registry.clone());
     if let Err(e) = engine.sweep(&config.retention).await {
         worker::console_error!("maintenance sweep failed: {e:?}");
     }

@@ -76,13 +76,16 @@ impl<T: Transport> Engine<T> {
         let subscription = program.guard(IS_SUBSCRIPTION, vec![name.into()]);
         let changed = program.guard(GENERATION_DIFFERS, vec![name.into(), generation.into()]);
         // Rows whose TTL ran out must not keep the queue non-empty.
-        self.housekeeping(&mut program, name);
+        let housekeeping = self.housekeeping(&mut program, name);
         let not_empty = program.guard(HOLDS_MESSAGES, vec![name.into()]);
         for sql in DELETE_QUEUE {
             program.step(sql, vec![name.into()]);
         }
         match self.run(&mut program).await {
-            Ok(_) => Ok(()),
+            Ok(committed) => {
+                self.note_housekeeping(&committed, &housekeeping);
+                Ok(())
+            }
             Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),
             Err(RunError::Rejected(step)) if step == subscription => {
                 Err(EngineError::InvalidArgument(format!(

@@ -2,6 +2,7 @@
 
 use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
+use crate::observe::Event;
 use crate::store::{Program, Transport};
 
 /// T15: lock the requested deferred rows of this queue whose TTL has not
@@ -35,18 +36,20 @@ impl<T: Transport> Engine<T> {
         let tokens = claim_tokens(seqs.len().max(1))?;
         let seqs_json = serde_json::to_string(seqs).unwrap_or_default();
         let mut program = Program::write();
-        self.housekeeping(&mut program, queue);
+        let housekeeping = self.housekeeping(&mut program, queue);
         let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
         let claimed = program.step(
             self.sql(&claim_deferred_sql()),
             vec![queue.into(), seqs_json.into(), tokens.into()],
         );
         let committed = self.run(&mut program).await.map_err(unexpected)?;
+        self.note_housekeeping(&committed, &housekeeping);
         if committed.first_row(exists).is_none() {
             return Err(EngineError::QueueNotFound);
         }
         let mut messages = read_received(&committed, claimed, true)?;
         messages.sort_by_key(|m| seqs.iter().position(|s| *s == m.seq_number));
+        self.note_claimed(queue, &messages, false);
         Ok(messages)
     }
 
@@ -57,7 +60,10 @@ impl<T: Transport> Engine<T> {
         let deleted = program.step(self.sql(CANCEL), vec![queue.into(), seq.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         match committed.first_row(deleted) {
-            Some(_) => Ok(()),
+            Some(_) => {
+                self.note(queue, Event::Canceled, 1);
+                Ok(())
+            }
             None => Err(EngineError::NotFound),
         }
     }

@@ -1,6 +1,7 @@
 //! Dead-letter administration (semantics §12.2–§12.3): Redrive and Purge.
 
 use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter, QUEUE_MISSING};
+use crate::observe::Event;
 use crate::store::{Program, RunError, Transport};
 
 /// How long one Redrive call keeps moving paced chunks before it returns
@@ -121,7 +122,7 @@ impl<T: Transport> Engine<T> {
         let source_missing = program.guard(QUEUE_MISSING, vec![request.queue.as_str().into()]);
         let target_missing =
             (!in_place).then(|| program.guard(QUEUE_MISSING, vec![request.target.as_str().into()]));
-        self.housekeeping(&mut program, &request.queue);
+        let housekeeping = self.housekeeping(&mut program, &request.queue);
         let args = |extra: Vec<crate::store::hrana::Value>| {
             let mut args = vec![
                 request.queue.as_str().into(),
@@ -150,7 +151,15 @@ impl<T: Transport> Engine<T> {
             copied
         };
         match self.run(&mut program).await {
-            Ok(committed) => Ok(committed.rows(moved).count() as i64),
+            Ok(committed) => {
+                self.note_housekeeping(&committed, &housekeeping);
+                let n = committed.rows(moved).count();
+                self.note(&request.queue, Event::Redriven, n as u64);
+                if !in_place {
+                    self.note(&request.target, Event::Enqueued, n as u64);
+                }
+                Ok(n as i64)
+            }
             Err(RunError::Rejected(step))
                 if step == source_missing || Some(step) == target_missing =>
             {
@@ -173,14 +182,19 @@ impl<T: Transport> Engine<T> {
         non_negative(older_than_ms, "older-than must be >= 0".into())?;
         let mut program = Program::write();
         let missing = program.guard(QUEUE_MISSING, vec![queue.into()]);
-        self.housekeeping(&mut program, queue);
+        let housekeeping = self.housekeeping(&mut program, queue);
         let limit = if max > 0 { max } else { -1 };
         let purged = program.step(
             self.sql(&PURGE.replace("CANDIDATES", &self.sql(CANDIDATES))),
             vec![queue.into(), older_than_ms.into(), limit.into()],
         );
         match self.run(&mut program).await {
-            Ok(committed) => Ok(committed.rows(purged).count() as i64),
+            Ok(committed) => {
+                self.note_housekeeping(&committed, &housekeeping);
+                let n = committed.rows(purged).count();
+                self.note(queue, Event::Purged, n as u64);
+                Ok(n as i64)
+            }
             Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),
             Err(e) => Err(unexpected(e)),
         }

@@ -5,7 +5,8 @@
 //! index seek on a queue-leading partial index, so an idle queue costs nothing.
 
 use super::Engine;
-use crate::store::{Program, Transport};
+use crate::observe::Event;
+use crate::store::{Committed, Program, StepId, Transport};
 
 /// Placeholder for which queues a housekeeping statement covers.
 const SCOPE: &str = "SCOPE";
@@ -54,16 +55,56 @@ const STEPS: [&str; 4] = [
     DISCARD_EXPIRED,
 ];
 
+/// What each step's returned rows mean (§19), in [`STEPS`] order. The
+/// reaper returns each row's new state: a lease that ran out of deliveries
+/// is also a dead letter.
+const EVENTS: [Event; 4] = [
+    Event::LockExpired,
+    Event::Activated,
+    Event::DeadLettered,
+    Event::TtlDiscarded,
+];
+
 /// A housekeeping statement scoped to one queue (`?1`).
 pub(super) fn for_one_queue(template: &str) -> String {
     template.replace(SCOPE, ONE_QUEUE)
 }
 
+/// The steps of one queue's housekeeping inside a program, so the caller
+/// can count what they did once the program committed.
+#[must_use = "report the housekeeping with note_housekeeping once committed"]
+pub(crate) struct Housekeeping {
+    queue: String,
+    steps: [StepId; 4],
+}
+
 impl<T: Transport> Engine<T> {
-    /// Appends one queue's housekeeping to a write program.
-    pub(crate) fn housekeeping(&self, program: &mut Program, queue: &str) {
-        for template in STEPS {
-            program.step(self.sql(&for_one_queue(template)), vec![queue.into()]);
+    /// Appends one queue's housekeeping to a write program. Each statement
+    /// returns the state of every row it changed (one small row each).
+    pub(crate) fn housekeeping(&self, program: &mut Program, queue: &str) -> Housekeeping {
+        let steps = STEPS.map(|template| {
+            let sql = format!("{} RETURNING state", for_one_queue(template));
+            program.step(self.sql(&sql), vec![queue.into()])
+        });
+        Housekeeping {
+            queue: queue.to_owned(),
+            steps,
+        }
+    }
+
+    /// Counts what a committed housekeeping did (§19).
+    pub(crate) fn note_housekeeping(&self, committed: &Committed, done: &Housekeeping) {
+        for (step, event) in done.steps.iter().zip(EVENTS) {
+            let mut changed = 0;
+            let mut dead = 0;
+            for row in committed.rows(*step) {
+                changed += 1;
+                dead += u64::from(row.text(0).is_ok_and(|s| s == "dead_lettered"));
+            }
+            self.note(&done.queue, event, changed);
+            if event == Event::LockExpired {
+                self.note(&done.queue, Event::DeadLettered, dead);
+            }
         }
     }
 

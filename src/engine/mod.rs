@@ -34,6 +34,7 @@ pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
 
 use std::sync::Arc;
 
+use crate::observe::{classify, Event, FilterStage, Registry, StorageOp, StorageOutcome};
 use crate::store::{Committed, Program, RunError, Store, StoreError, Transport};
 
 /// Every way an RPC can fail, in domain terms. The wire layer owns the
@@ -108,6 +109,8 @@ pub struct Engine<T> {
     /// The caller's managed key, checked inside every program this engine
     /// runs (no extra round trip); `None` for configured credentials.
     credential: Option<Arc<KeyCheck>>,
+    /// The isolate's counters, told about storage calls and message effects.
+    observer: Option<Arc<Registry>>,
 }
 
 impl<T: Transport> Engine<T> {
@@ -118,12 +121,19 @@ impl<T: Transport> Engine<T> {
             limits,
             topics: Arc::default(),
             credential: None,
+            observer: None,
         }
     }
 
     /// Shares an isolate-wide cache of compiled topic filters.
     pub fn with_topics(mut self, topics: Arc<TopicCache>) -> Self {
         self.topics = topics;
+        self
+    }
+
+    /// Reports storage calls and message effects to `registry`.
+    pub fn with_observer(mut self, registry: Arc<Registry>) -> Self {
+        self.observer = Some(registry);
         self
     }
 
@@ -136,13 +146,17 @@ impl<T: Transport> Engine<T> {
     /// An engine over the same database and settings for one request made
     /// with a managed key.
     pub fn for_key(&self, key: Arc<KeyCheck>) -> Engine<&T> {
-        Engine::new(
+        let engine = Engine::new(
             self.store.transport(),
             self.clock.clone(),
             self.limits.clone(),
         )
         .with_topics(self.topics.clone())
-        .with_credential(key)
+        .with_credential(key);
+        match &self.observer {
+            Some(registry) => engine.with_observer(registry.clone()),
+            None => engine,
+        }
     }
 
     pub fn store(&self) -> &Store<T> {
@@ -166,7 +180,9 @@ impl<T: Transport> Engine<T> {
         if let Some(key) = &self.credential {
             key.attach(program, &self.clock);
         }
+        let started = self.clock.wall_ms();
         let result = self.store.run_keeping(program).await;
+        self.note_storage(program, &result, started);
         if let Some(key) = &self.credential {
             if !matches!(
                 result,
@@ -184,7 +200,46 @@ impl<T: Transport> Engine<T> {
     }
 
     /// A filter failed while routing a publish: fail closed, and count it.
-    fn note_filter_failure(&self) {}
+    fn note_filter_failure(&self) {
+        if let Some(registry) = &self.observer {
+            registry.record_filter_failure(FilterStage::Evaluate);
+        }
+    }
+
+    /// Counts a committed effect on `queue` (never a replay).
+    fn note(&self, queue: &str, event: Event, n: u64) {
+        if let Some(registry) = &self.observer {
+            registry.record_event(queue, event, n);
+        }
+    }
+
+    fn note_storage(
+        &self,
+        program: &Program,
+        result: &Result<Committed, (RunError, Option<Committed>)>,
+        started_ms: i64,
+    ) {
+        let Some(registry) = &self.observer else {
+            return;
+        };
+        let op = if program.is_write() {
+            StorageOp::Write
+        } else {
+            StorageOp::Read
+        };
+        let (outcome, code) = match result {
+            Ok(_) => (StorageOutcome::Ok, ""),
+            Err((RunError::Rejected(_) | RunError::PreludeRejected, _)) => {
+                (StorageOutcome::Rejected, "application")
+            }
+            Err((RunError::Store(e @ StoreError::OutcomeUnknown(_)), _)) => {
+                (StorageOutcome::OutcomeUnknown, classify(e))
+            }
+            Err((RunError::Store(e), _)) => (StorageOutcome::Error, classify(e)),
+        };
+        let seconds = (self.clock.wall_ms() - started_ms).max(0) as f64 / 1000.0;
+        registry.record_storage(op, outcome, code, seconds, 0);
+    }
 
     /// Expands `{now}` in an SQL template with this engine's clock.
     fn sql(&self, template: &str) -> String {

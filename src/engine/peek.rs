@@ -58,7 +58,7 @@ impl<T: Transport> Engine<T> {
             request.max.min(MAX)
         };
         let mut program = Program::write();
-        self.housekeeping(&mut program, &request.queue);
+        let housekeeping = self.housekeeping(&mut program, &request.queue);
         let mut args = vec![
             request.queue.as_str().into(),
             request.from_seq.into(),
@@ -73,6 +73,7 @@ impl<T: Transport> Engine<T> {
         };
         let rows = program.step(PEEK.replace("STATE_FILTER", filter), args);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
+        self.note_housekeeping(&committed, &housekeeping);
         committed.rows(rows).map(|row| peeked(&row)).collect()
     }
 }

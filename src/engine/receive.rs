@@ -7,6 +7,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 
 use super::{random_hex, require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
+use crate::observe::Event;
 use crate::store::{Committed, Program, Row, StepId, Transport};
 
 /// Hard caps of the wire contract.
@@ -241,7 +242,7 @@ impl<T: Transport> Engine<T> {
         let tokens = claim_tokens(max as usize)?;
 
         let mut program = Program::write();
-        self.housekeeping(&mut program, queue);
+        let housekeeping = self.housekeeping(&mut program, queue);
         let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
         let attempt = request.attempt_id.as_str();
         let replay = (!attempt.is_empty())
@@ -270,7 +271,9 @@ impl<T: Transport> Engine<T> {
         }
         let deleted = delete.then(|| program.step(DELETE_CLAIMED, vec![tokens.as_str().into()]));
         let committed = self.run(&mut program).await.map_err(unexpected)?;
-        read_claim(
+        self.note_housekeeping(&committed, &housekeeping);
+        let replayed = replay.is_some_and(|s| committed.first_row(s).is_some());
+        let messages = read_claim(
             &committed,
             ClaimSteps {
                 exists,
@@ -278,7 +281,22 @@ impl<T: Transport> Engine<T> {
                 claim,
                 deleted,
             },
-        )
+        )?;
+        if !replayed {
+            self.note_claimed(queue, &messages, delete);
+        }
+        Ok(messages)
+    }
+
+    /// Counts a fresh claim's deliveries (§19); replays count nothing.
+    pub(super) fn note_claimed(&self, queue: &str, messages: &[ReceivedMessage], deleted: bool) {
+        let n = messages.len() as u64;
+        let again = messages.iter().filter(|m| m.delivery_count > 1).count() as u64;
+        self.note(queue, Event::Delivered, n);
+        self.note(queue, Event::Redelivered, again);
+        if deleted {
+            self.note(queue, Event::ReceiveDeleted, n);
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use super::topics::{TopicView, TOPIC_CHANGED, TOPIC_SUBSCRIPTIONS};
 use super::{hex, require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
 use crate::filter::FilterInput;
+use crate::observe::Event;
 use crate::store::hrana::Value;
 use crate::store::{Program, RunError, StepId, Transport};
 
@@ -277,6 +278,8 @@ impl<T: Transport> Engine<T> {
                     _ => 0,
                 },
             };
+            let inserted = committed.first_row(*insert).is_some();
+            self.note_enqueue(d.queue, inserted, seq, scheduled > 0);
             seqs[d.message] = seq;
             copies[d.message] += 1;
             inserted_any[d.message] |= seq != 0;
@@ -286,6 +289,21 @@ impl<T: Transport> Engine<T> {
             return Err(EngineError::DedupConflict);
         }
         Ok(Attempt::Sent(seqs))
+    }
+
+    /// Counts one copy's outcome (§19): a new row, a duplicate answered
+    /// with the original seq, or a dedup conflict.
+    fn note_enqueue(&self, queue: &str, inserted: bool, seq: i64, scheduled: bool) {
+        if inserted {
+            self.note(queue, Event::Enqueued, 1);
+            if scheduled {
+                self.note(queue, Event::Scheduled, 1);
+            }
+        } else if seq != 0 {
+            self.note(queue, Event::Deduplicated, 1);
+        } else {
+            self.note(queue, Event::DedupConflict, 1);
+        }
     }
 
     /// The copies a publish makes: each message to every subscription (in

@@ -13,6 +13,7 @@
 //! new effect through.
 
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
+use crate::observe::Event;
 use crate::store::{Program, Transport};
 
 /// How long an exact settle request can be replayed.
@@ -120,7 +121,7 @@ id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AN
     AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4)";
 
 /// T7: completion deletes the row.
-pub(super) const COMPLETE: &str = "DELETE FROM messages WHERE RECEIPTED";
+pub(super) const COMPLETE: &str = "DELETE FROM messages WHERE RECEIPTED RETURNING id, state";
 
 /// T8–T10: back to active (no delay), parked as scheduled (delay > 0), or
 /// dead-lettered once the delivery count is used up (delay ignored).
@@ -138,17 +139,18 @@ UPDATE messages SET
           AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4) + ?5 END,
   lock_token = NULL,
   locked_until = 0
-WHERE RECEIPTED";
+WHERE RECEIPTED RETURNING id, state";
 
 /// T11: dead-letter with the client's reason, regardless of the count.
 pub(super) const REJECT: &str = "\
 UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5,
   dead_letter_description = nullif(?6, ''), lock_token = NULL, locked_until = 0
-WHERE RECEIPTED";
+WHERE RECEIPTED RETURNING id, state";
 
 /// T12: parked until ReceiveDeferred.
 pub(super) const DEFER: &str = "\
-UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE RECEIPTED";
+UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE RECEIPTED
+RETURNING id, state";
 
 /// Step 3: the request pairs that hold a live receipt of exactly this
 /// request. Receipts are keyed by the exact (seq, token) pair, so a pair
@@ -261,12 +263,27 @@ impl<T: Transport> Engine<T> {
             }
             Settlement::Complete | Settlement::Defer => {}
         }
-        program.step(
+        let effect = program.step(
             self.sql(&how.effect().replace("RECEIPTED", RECEIPTED)),
             effect_args,
         );
         let live = program.step(self.sql(LIVE_RECEIPTS), key());
         let committed = self.run(&mut program).await.map_err(unexpected)?;
+        // Rows this call changed (replays change none): the §19 events.
+        let mut changed = 0;
+        let mut dead_lettered = 0;
+        for row in committed.rows(effect) {
+            changed += 1;
+            dead_lettered += u64::from(row.text(1)? == "dead_lettered");
+        }
+        let event = match how {
+            Settlement::Complete => Event::Completed,
+            Settlement::Abandon { .. } => Event::Abandoned,
+            Settlement::Reject { .. } => Event::Rejected,
+            Settlement::Defer => Event::Deferred,
+        };
+        self.note(queue, event, changed);
+        self.note(queue, Event::DeadLettered, dead_lettered);
         let mut vouched = Vec::new();
         for row in committed.rows(live) {
             vouched.push((row.int(0)?, row.text(1)?.to_owned()));

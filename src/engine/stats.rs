@@ -34,9 +34,10 @@ impl<T: Transport> Engine<T> {
     pub async fn stats(&self, queue: &str) -> Result<QueueStats, EngineError> {
         require_name(queue)?;
         let mut program = Program::write();
-        self.housekeeping(&mut program, queue);
+        let housekeeping = self.housekeeping(&mut program, queue);
         let stats = program.step(self.sql(STATS), vec![queue.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
+        self.note_housekeeping(&committed, &housekeeping);
         let row = committed
             .first_row(stats)
             .ok_or(EngineError::QueueNotFound)?;

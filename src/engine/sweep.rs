@@ -5,6 +5,7 @@
 //! every lookup checks its own window.
 
 use super::{unexpected, Engine, EngineError};
+use crate::observe::{MaintenanceOutcome, Task};
 use crate::store::{Program, Transport};
 
 /// Broker-wide DLQ retention defaults (`MQLITE_DLQ_*`); 0 = no bound.
@@ -94,7 +95,20 @@ impl<T: Transport> Engine<T> {
         ] {
             program.step(self.sql(sql), vec![bound.into(), RETENTION_LIMIT.into()]);
         }
-        self.run(&mut program).await.map_err(unexpected)?;
+        let started = self.clock.wall_ms();
+        let result = self.run(&mut program).await;
+        if let Some(registry) = &self.observer {
+            let outcome = match result {
+                Ok(_) => MaintenanceOutcome::Success,
+                Err(_) => MaintenanceOutcome::Error,
+            };
+            let now = self.clock.wall_ms();
+            let seconds = (now - started).max(0) as f64 / 1000.0;
+            for task in Task::ALL.iter().filter(|t| t.enabled()) {
+                registry.record_maintenance(*task, outcome, seconds, now);
+            }
+        }
+        result.map_err(unexpected)?;
         Ok(())
     }
 }

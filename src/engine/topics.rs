@@ -131,10 +131,10 @@ pub struct FilterTest {
 /// Subscribe's namespace guards, in the wire contract's order.
 const TOPIC_IS_QUEUE: &str = "EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
 const NAME_IS_PLAIN_QUEUE: &str =
-    "EXISTS (SELECT 1 FROM queues WHERE name = ?2 AND kind = 'queue')";
+    "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'queue')";
 const NAME_IN_OTHER_TOPIC: &str =
     "EXISTS (SELECT 1 FROM subscriptions WHERE subscription = ?2 AND topic <> ?1)";
-const NAME_IS_TOPIC: &str = "EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?2)";
+const NAME_IS_TOPIC: &str = "EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?1)";
 
 /// The backing queue with default configuration, unless it exists (its
 /// configuration is never reset by a re-subscribe).
@@ -180,22 +180,22 @@ impl<T: Transport> Engine<T> {
         let stored = (!filter.is_match_all()).then_some(expr);
         let generation = random_hex(16)?;
         let mut program = Program::write();
-        let args = || vec![topic.into(), name.into()];
+        let both = || vec![topic.into(), name.into()];
         let conflicts = [
             (
-                program.guard(TOPIC_IS_QUEUE, args()),
+                program.guard(TOPIC_IS_QUEUE, vec![topic.into()]),
                 format!("mqlite: topic {topic:?} is the name of a queue"),
             ),
             (
-                program.guard(NAME_IS_PLAIN_QUEUE, args()),
+                program.guard(NAME_IS_PLAIN_QUEUE, vec![name.into()]),
                 format!("mqlite: {name:?} is a plain queue"),
             ),
             (
-                program.guard(NAME_IN_OTHER_TOPIC, args()),
+                program.guard(NAME_IN_OTHER_TOPIC, both()),
                 format!("mqlite: {name:?} is already subscribed to another topic"),
             ),
             (
-                program.guard(NAME_IS_TOPIC, args()),
+                program.guard(NAME_IS_TOPIC, vec![name.into()]),
                 format!("mqlite: {name:?} is a topic"),
             ),
         ];

@@ -19,6 +19,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::engine::{Clock, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
+use crate::observe::{prometheus, AuthOutcome, Registry};
 use crate::store::Transport;
 use crate::wire::{ApiError, ErrorCode};
 
@@ -96,13 +97,16 @@ pub fn body_too_large(cap: usize) -> ApiError {
 pub struct Isolate {
     pub started_at_ms: i64,
     pub topics: Arc<TopicCache>,
+    pub registry: Arc<Registry>,
 }
 
 impl Isolate {
     pub fn new(started_at_ms: i64) -> Self {
+        let routes: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
         Isolate {
             started_at_ms,
             topics: Arc::default(),
+            registry: Arc::new(Registry::new(&routes, started_at_ms)),
         }
     }
 }
@@ -121,7 +125,8 @@ impl<T: Transport> Service<T> {
     pub fn new(setup: Result<(Config, T), String>, clock: Clock, isolate: Arc<Isolate>) -> Self {
         let setup = setup.map(|(config, transport)| {
             let engine = Engine::new(transport, clock, config.limits.clone())
-                .with_topics(isolate.topics.clone());
+                .with_topics(isolate.topics.clone())
+                .with_observer(isolate.registry.clone());
             (config, engine)
         });
         Service { setup, isolate }
@@ -180,71 +185,125 @@ impl<T: Transport> Service<T> {
             _ if path.starts_with("/ui/") => return Response::error(&ApiError::no_such_path(path)),
             _ => {}
         }
+        let target = match path {
+            METRICS_PATH if config.metrics => Some(Target::Metrics),
+            _ => routes::find(path).map(Target::Rpc),
+        };
+        let registry = &self.isolate.registry;
         let principal = match auth::authenticate(
             &config.auth,
             &config.monitor_tokens,
             request.header_values("Authorization"),
         ) {
             Ok(p) => p,
-            Err(e) => return Response::error(&e),
+            Err(e) => {
+                let missing = request.header_values("Authorization").next().is_none();
+                registry.record_auth(if missing {
+                    AuthOutcome::Missing
+                } else {
+                    AuthOutcome::Invalid
+                });
+                let response = Response::error(&e);
+                self.record(target, &response, waiter);
+                return response;
+            }
         };
-        let Some(route) = routes::find(path) else {
+        let Some(target) = target else {
             // A managed key must be valid before a 404 may answer it.
             if let Some(key) = principal.key_check(Permissions::SEND) {
-                if let Err(e) = admit(engine, &key, false).await {
+                if let Err((e, outcome)) = admit(engine, &key, false).await {
+                    registry.record_auth(outcome);
                     return Response::error(&e);
                 }
             }
             return Response::error(&ApiError::no_such_path(path));
         };
-        let key = match principal.access(route.permission) {
+        let key = match principal.access(target.permission()) {
             Access::Granted => None,
-            Access::Denied => return Response::error(&ApiError::permission_denied()),
+            Access::Denied => {
+                registry.record_auth(AuthOutcome::PermissionDenied);
+                let response = Response::error(&ApiError::permission_denied());
+                self.record(Some(target), &response, waiter);
+                return response;
+            }
             Access::AuthDisabled => {
-                return Response::error(&ApiError::new(
+                let response = Response::error(&ApiError::new(
                     ErrorCode::PermissionDenied,
                     "key management requires authentication to be enabled",
-                ))
+                ));
+                self.record(Some(target), &response, waiter);
+                return response;
             }
             Access::AskDatabase => principal
-                .key_check(route.permission.key_bits())
+                .key_check(target.permission().key_bits())
                 .map(Arc::new),
         };
-        let response = self
-            .serve(
-                config,
-                engine,
-                route,
-                &principal,
-                key.as_ref(),
-                request,
-                body,
-                waiter,
-            )
-            .await;
-        match key {
-            // Every program of the request checked the key; or none ran,
-            // and only the key store can say whether the answer stands.
+        let response = match &key {
+            Some(key) => {
+                let engine = engine.for_key(key.clone());
+                self.serve(config, &engine, target, &principal, request, body, waiter)
+                    .await
+            }
+            None => {
+                self.serve(config, engine, target, &principal, request, body, waiter)
+                    .await
+            }
+        };
+        // Every program of the request checked the key; or none ran, and
+        // only the key store can say whether the answer stands.
+        let (response, outcome) = match key {
             Some(key) if !key.is_verified() => match admit(engine, &key, true).await {
-                Ok(()) => response,
-                Err(e) => Response::error(&e),
+                Ok(()) => (response, AuthOutcome::Success),
+                Err((e, outcome)) => (Response::error(&e), outcome),
             },
-            _ => response,
+            _ => (response, AuthOutcome::Success),
+        };
+        if config.auth_enabled() {
+            registry.record_auth(outcome);
+        }
+        self.record(Some(target), &response, waiter);
+        response
+    }
+
+    /// Counts a finished request against its route (registered RPCs only).
+    fn record(&self, target: Option<Target>, response: &Response, waiter: &impl Waiter) {
+        if let Some(Target::Rpc(route)) = target {
+            let code = if response.status == 200 {
+                "ok".to_owned()
+            } else {
+                serde_json::from_slice::<serde_json::Value>(&response.body)
+                    .ok()
+                    .and_then(|v| v["code"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "internal".to_owned())
+            };
+            let seconds = waiter.elapsed_ms() as f64 / 1000.0;
+            self.isolate
+                .registry
+                .record_request(route.path, &code, seconds);
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn serve(
+    async fn serve<E: Transport>(
         &self,
         config: &Config,
-        engine: &Engine<T>,
-        route: &Route,
+        engine: &Engine<E>,
+        target: Target,
         principal: &Principal,
-        key: Option<&Arc<KeyCheck>>,
         request: &Request,
         body: impl Body,
         waiter: &impl Waiter,
     ) -> Response {
+        let context = rpc::Context {
+            config,
+            isolate: &self.isolate,
+            principal,
+            waiter,
+        };
+        let route = match target {
+            Target::Metrics => return metrics(engine, &context).await,
+            Target::Rpc(route) => route,
+        };
         if request.method != "POST" {
             return Response::error(&ApiError::new(ErrorCode::Unimplemented, "POST required"));
         }
@@ -256,22 +315,56 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        let context = rpc::Context {
-            config,
-            isolate: &self.isolate,
-            principal,
-            waiter,
-        };
-        let result = match key {
-            Some(key) => rpc::call(&engine.for_key(key.clone()), route.rpc, &body, &context).await,
-            None => rpc::call(engine, route.rpc, &body, &context).await,
-        };
-        match result {
+        match rpc::call(engine, route.rpc, &body, &context).await {
+            Ok(json) if route.rpc == Rpc::Observe => {
+                let mut response = Response::json(200, json);
+                response
+                    .headers
+                    .push(("Cache-Control".into(), "no-store".into()));
+                response
+            }
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         }
     }
 }
+
+/// `GET /metrics` (wire §10): the Observe observation as Prometheus text.
+async fn metrics<T: Transport, W: Waiter>(
+    engine: &Engine<T>,
+    context: &rpc::Context<'_, W>,
+) -> Response {
+    match rpc::observe(engine, context).await {
+        Ok(observation) => Response {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), prometheus::CONTENT_TYPE.into()),
+                ("Cache-Control".into(), "no-store".into()),
+            ],
+            body: prometheus::render(&observation).into_bytes(),
+        },
+        Err(e) => Response::error(&e),
+    }
+}
+
+/// What an authenticated path addresses.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Rpc(&'static Route),
+    Metrics,
+}
+
+impl Target {
+    fn permission(self) -> Permission {
+        match self {
+            Target::Rpc(route) => route.permission,
+            Target::Metrics => Permission::Observe,
+        }
+    }
+}
+
+/// Served only when `MQLITE_METRICS=on`; otherwise an unknown path.
+const METRICS_PATH: &str = "/metrics";
 
 /// Asks the key store about a managed key: 401 unless it is live; with
 /// `check_permission`, 403 unless it holds what its route requires. A
@@ -280,13 +373,18 @@ async fn admit<T: Transport>(
     engine: &Engine<T>,
     key: &KeyCheck,
     check_permission: bool,
-) -> Result<(), ApiError> {
-    match engine.key_state(key).await? {
+) -> Result<(), (ApiError, AuthOutcome)> {
+    let state = engine
+        .key_state(key)
+        .await
+        .map_err(|e| (ApiError::from(e), AuthOutcome::BackendError))?;
+    let refused = |outcome| Err((ApiError::unauthenticated(), outcome));
+    match state {
         KeyState::Valid(held) if !check_permission || held.includes(key.required()) => Ok(()),
-        KeyState::Valid(_) => Err(ApiError::permission_denied()),
-        KeyState::Unknown | KeyState::Revoked | KeyState::Expired => {
-            Err(ApiError::unauthenticated())
-        }
+        KeyState::Valid(_) => Err((ApiError::permission_denied(), AuthOutcome::PermissionDenied)),
+        KeyState::Unknown => refused(AuthOutcome::Invalid),
+        KeyState::Revoked => refused(AuthOutcome::Revoked),
+        KeyState::Expired => refused(AuthOutcome::Expired),
     }
 }
 

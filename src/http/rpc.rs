@@ -9,6 +9,7 @@ use super::config::Config;
 use super::routes::Rpc;
 use super::Isolate;
 use crate::engine::{Engine, EngineError, KeySort, Settlement, Waiter};
+use crate::observe::{classify, Collection, QueueGauge};
 use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::Transport;
 use crate::wire::admin::{
@@ -19,6 +20,7 @@ use crate::wire::admin::{
 use crate::wire::keys::{
     CreateKeyRequest, CreateKeyResponse, ListKeysRequest, ListKeysResponse, RevokeKeyRequest,
 };
+use crate::wire::observe::{ObserveRequest, ObserveResponse};
 use crate::wire::queue::{
     BatchItemsRequest, BatchResultsResponse, CancelRequest, OkResponse, PeekRequest, PeekResponse,
     ReceiveDeferredRequest, ReceiveRequest, ReceiveResponse, SendRequest, SendResponse,
@@ -165,7 +167,10 @@ pub async fn call<T: Transport, W: Waiter>(
             json(&DeleteQueueResponse { deleted: true })
         }
         Rpc::Status => status(engine, context).await,
-        Rpc::Observe => Err(ApiError::new(crate::wire::ErrorCode::Internal, "todo")),
+        Rpc::Observe => {
+            let _: ObserveRequest = decode(body)?;
+            json(&observe(engine, context).await?)
+        }
         Rpc::CreateKey => {
             let request: CreateKeyRequest = decode(body)?;
             let created = engine.create_key(&request.into()).await?;
@@ -220,4 +225,47 @@ async fn status<T: Transport, W: Waiter>(
         uptime_ms: uptime_ms.max(0),
         auth: context.config.auth_enabled(),
     })
+}
+
+/// One observation (wire §6.20): the isolate's counters plus one database
+/// collection, which doubles as the read probe. A failed collection is
+/// reported as unavailable, never as zeros; a refused managed key is not a
+/// collection failure but the request's answer.
+pub async fn observe<T: Transport, W: Waiter>(
+    engine: &Engine<T>,
+    context: &Context<'_, W>,
+) -> Result<ObserveResponse, ApiError> {
+    let started = context.waiter.elapsed_ms();
+    let gauges = engine.gauges().await;
+    let seconds = context.waiter.elapsed_ms().saturating_sub(started) as f64 / 1000.0;
+    let result = match gauges {
+        Ok((queues, _)) => Ok(queues
+            .into_iter()
+            .map(|q| QueueGauge {
+                queue: q.stats.queue,
+                kind: q.kind,
+                active: q.stats.active,
+                locked: q.stats.locked,
+                deferred: q.stats.deferred,
+                scheduled: q.stats.scheduled,
+                dead_lettered: q.stats.dead_lettered,
+                unexpected: q.unexpected,
+                oldest_message_age_ms: q.stats.oldest_message_age_ms,
+            })
+            .collect()),
+        Err(EngineError::CredentialRejected) => return Err(EngineError::CredentialRejected.into()),
+        Err(EngineError::Store(e)) => Err(classify(&e).to_owned()),
+        Err(_) => Err("other".to_owned()),
+    };
+    let collection = Collection {
+        ping_seconds: result.is_ok().then_some(seconds),
+        result,
+        duration_seconds: seconds,
+        schema_version: SCHEMA_VERSION.to_string(),
+    };
+    Ok(context.isolate.registry.observe(
+        context.principal.access_name(),
+        &collection,
+        engine.clock().wall_ms(),
+    ))
 }

@@ -54,6 +54,11 @@ impl Program {
         }
     }
 
+    /// Whether this program writes (runs under `BEGIN IMMEDIATE`).
+    pub fn is_write(&self) -> bool {
+        self.write
+    }
+
     /// Adds a statement whose rows the caller will read.
     pub fn step(&mut self, sql: impl Into<String>, args: Vec<Value>) -> StepId {
         self.push(sql.into(), args, Role::Data)

@@ -274,8 +274,3 @@ pub struct StatusResponse {
     pub uptime_ms: i64,
     pub auth: bool,
 }
-
-/// Observe takes exactly `{}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ObserveRequest {}

@@ -22,6 +22,13 @@ const STRICT_BASE64: GeneralPurpose = GeneralPurpose::new(
 
 /// Decodes a request body into `T`; any failure is `400 invalid_argument`.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    // serde would also fill a struct from an array, positionally.
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::invalid(
+            "invalid request body: expected a JSON object",
+        ));
+    }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
 }

@@ -162,7 +162,7 @@ impl Waiter for NoWait {
 pub struct Api {
     pub service: mqlite_edge::http::Service<InProcess>,
     pub clock: Clock,
-    pub temp: TempDb,
+    pub temp: Arc<TempDb>,
 }
 
 /// The admin token configured by [`Api::new`].
@@ -171,6 +171,27 @@ pub const ADMIN: &str = "T";
 impl Api {
     /// A broker with `MQLITE_TOKENS=T` plus `vars`, on a manual clock.
     pub fn new(vars: &[(&str, &str)]) -> Self {
+        Self::build(Arc::new(TempDb::new()), Clock::manual(T0), vars)
+    }
+
+    /// A second broker (a fresh isolate) over `other`'s database and clock.
+    pub fn over(other: &Api, vars: &[(&str, &str)]) -> Self {
+        Self::build(other.temp.clone(), other.clock.clone(), vars)
+    }
+
+    /// A broker whose database refuses every request (storage unavailable).
+    pub fn unreachable(vars: &[(&str, &str)]) -> Self {
+        let temp = TempDb::new();
+        let refusing = Database::open(temp.dir.join("refusing.db"), Some("not-ours".into()))
+            .expect("open refusing database");
+        let temp = TempDb {
+            db: Arc::new(refusing),
+            dir: temp.dir.clone(),
+        };
+        Self::build(Arc::new(temp), Clock::manual(T0), vars)
+    }
+
+    fn build(temp: Arc<TempDb>, clock: Clock, vars: &[(&str, &str)]) -> Self {
         let mut all: Vec<(String, String)> = vec![("MQLITE_TOKENS".into(), ADMIN.into())];
         for (k, v) in vars {
             all.retain(|(name, _)| name != k);
@@ -179,22 +200,22 @@ impl Api {
         let config = mqlite_edge::http::Config::from_vars(|name| {
             all.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
         });
-        let temp = TempDb::new();
-        let clock = Clock::manual(T0);
         let transport = InProcess {
             db: temp.db.clone(),
         };
         let setup = config.map(|config| (config, transport));
-        let service = mqlite_edge::http::Service::new(
-            setup,
-            clock.clone(),
-            std::sync::Arc::new(mqlite_edge::http::Isolate::new(T0)),
-        );
+        let isolate = Arc::new(mqlite_edge::http::Isolate::new(T0));
+        let service = mqlite_edge::http::Service::new(setup, clock.clone(), isolate);
         Api {
             service,
             clock,
             temp,
         }
+    }
+
+    /// The manual clock's current time.
+    pub fn now(&self) -> i64 {
+        self.clock.manual_now().expect("manual clock")
     }
 
     /// Sends a raw request.
@@ -230,6 +251,52 @@ impl Api {
             )
             .await;
         (response.status, json_body(&response))
+    }
+
+    /// POSTs a JSON body to `/mqlite.v1.<rpc>` with `token`.
+    pub async fn rpc_as(
+        &self,
+        token: &str,
+        rpc: &str,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let auth = format!("Bearer {token}");
+        let response = self
+            .request(
+                "POST",
+                &format!("/mqlite.v1.{rpc}"),
+                &[("Authorization", &auth)],
+                body.to_string().as_bytes(),
+            )
+            .await;
+        (response.status, json_body(&response))
+    }
+
+    /// Mints a managed key as the admin; returns its token.
+    pub async fn mint_key(&self, permissions: &[&str]) -> String {
+        self.mint_key_expiring(permissions, 0).await
+    }
+
+    /// Mints a managed key with an expiry; returns its token.
+    pub async fn mint_key_expiring(&self, permissions: &[&str], expires_at_ms: i64) -> String {
+        let id = mqlite_edge::engine::random_hex(16).expect("entropy");
+        let created = self
+            .ok(
+                "AuthService/CreateKey",
+                serde_json::json!({"id": id, "name": "test key", "permissions": permissions,
+                                   "expires_at_ms": expires_at_ms}),
+            )
+            .await;
+        created["token"].as_str().expect("token").to_owned()
+    }
+
+    /// Subscribes `name` to `topic` with an optional filter expression.
+    pub async fn subscribe(&self, topic: &str, name: &str, expr: Option<&str>) {
+        let mut body = serde_json::json!({"topic": topic, "name": name});
+        if let Some(expr) = expr {
+            body["filter"] = serde_json::json!({"expr": expr});
+        }
+        self.ok("AdminService/Subscribe", body).await;
     }
 
     /// An RPC that must succeed; returns its JSON.
