@@ -79,7 +79,8 @@ async fn every_route_against_every_credential() {
         )
         .await;
     let revoked = created["token"].as_str().expect("token").to_owned();
-    api.ok("AuthService/RevokeKey", json!({"id": revoked_id})).await;
+    api.ok("AuthService/RevokeKey", json!({"id": revoked_id}))
+        .await;
     let unknown = format!("mqk_{}", "c".repeat(64));
 
     let header = |who: Who| -> Option<String> {
@@ -120,7 +121,13 @@ async fn every_route_against_every_credential() {
                 403 => Expect::Denied,
                 _ => Expect::Allowed,
             };
-            assert_eq!(got, want, "{path} as {who:?}: {} {}", r.status, json_body(&r));
+            assert_eq!(
+                got,
+                want,
+                "{path} as {who:?}: {} {}",
+                r.status,
+                json_body(&r)
+            );
             if want == Expect::Unauthenticated {
                 assert_eq!(
                     json_body(&r),

@@ -85,6 +85,10 @@ fn main() {
             batches_and_deferred,
         ),
         ("c178_cron_sweep_applies_dlq_retention", cron_retention),
+        (
+            "c182_c202_c219_c243_topics_keys_and_metrics_through_workerd",
+            topics_keys_and_metrics,
+        ),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, scenario) in scenarios {
@@ -767,6 +771,116 @@ fn cron_retention(s: &Stacks) -> Result<(), String> {
     check!(
         stats["dead_lettered"] == 2,
         "retention kept the 2 newest: {stats}"
+    );
+    Ok(())
+}
+
+/// Filters (expr-lang compiled to wasm), managed keys checked inside the
+/// RPC's own database request, monitor credentials and Prometheus text, on
+/// a second Worker over the same database with metrics on.
+fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
+    let stack = Stack::start(
+        &s.tools,
+        StackOptions {
+            vars: &[
+                ("MQLITE_METRICS", "on"),
+                ("MQLITE_MONITOR_TOKENS", "e2e-monitor"),
+            ],
+            database_url: Some(s.main.db_url.clone()),
+        },
+    )?;
+    stack.ok(
+        "AdminService/Subscribe",
+        json!({"topic":"e2e-ev","name":"e2e-all"}),
+    );
+    stack.ok(
+        "AdminService/Subscribe",
+        json!({"topic":"e2e-ev","name":"e2e-pay","filter":{"expr":"subject startsWith \"pay.\" && len(subject_parts) == 2"}}),
+    );
+    let bad = stack.rpc(
+        "AdminService/Subscribe",
+        &json!({"topic":"e2e-ev","name":"e2e-bad","filter":{"expr":"subject =="}}),
+    );
+    check!(
+        bad.status == 400 && bad.json()["code"] == "invalid_argument",
+        "{bad:?}"
+    );
+    for subject in ["order.new", "pay.captured"] {
+        stack.ok(
+            "QueueService/Send",
+            json!({"queue":"e2e-ev","messages":[{"body":b64("e"),"subject":subject}]}),
+        );
+    }
+    let all = stack.ok("QueueService/Stats", json!({"queue":"e2e-all"}));
+    let pay = stack.ok("QueueService/Stats", json!({"queue":"e2e-pay"}));
+    check!(all["active"] == 2 && pay["active"] == 1, "{all} {pay}");
+    let tested = stack.ok(
+        "AdminService/TestFilter",
+        json!({"expr":"enqueued_at.Hour() == 10 && duration(\"1d12h\") == hours(36)",
+               "message":{"enqueued_at_ms":1_772_445_600_000_i64}}),
+    );
+    check!(tested["matched"] == true, "{tested}");
+
+    let created = stack.ok(
+        "AuthService/CreateKey",
+        json!({"id":"e2e0000000000000000000000000e2e0","name":"e2e producer","permissions":["send"]}),
+    );
+    let token = created["token"].as_str().unwrap_or_default().to_owned();
+    let send =
+        json!({"queue":"e2e-ev","messages":[{"body":b64("k"),"subject":"pay.k"}]}).to_string();
+    let before = stack.round_trips();
+    let sent = stack.raw(
+        "POST",
+        "/mqlite.v1.QueueService/Send",
+        Some(&token),
+        send.as_bytes(),
+    );
+    let used = stack.round_trips() - before;
+    check!(sent.status == 200 && used == 1, "{sent:?} used {used}");
+    let denied = stack.raw(
+        "POST",
+        "/mqlite.v1.QueueService/Receive",
+        Some(&token),
+        br#"{"queue":"e2e-all"}"#,
+    );
+    check!(denied.status == 403, "{denied:?}");
+    stack.ok(
+        "AuthService/RevokeKey",
+        json!({"id":"e2e0000000000000000000000000e2e0"}),
+    );
+    let revoked = stack.raw(
+        "POST",
+        "/mqlite.v1.QueueService/Send",
+        Some(&token),
+        send.as_bytes(),
+    );
+    check!(revoked.status == 401, "{revoked:?}");
+
+    let observed = stack.raw(
+        "POST",
+        "/mqlite.v1.AdminService/Observe",
+        Some("e2e-monitor"),
+        b"{}",
+    );
+    let o = observed.json();
+    check!(
+        observed.status == 200
+            && o["access"] == "monitor"
+            && o["collection"]["state"] == "available",
+        "{observed:?}"
+    );
+    let metrics = stack.raw("GET", "/metrics", Some("e2e-monitor"), b"");
+    check!(
+        metrics.status == 200
+            && metrics
+                .text
+                .contains("mqlite_queue_messages{queue=\"e2e-all\",state=\"active\"} 3"),
+        "{metrics:?}"
+    );
+    let status = stack.ok("AdminService/Status", json!({}));
+    check!(
+        status["backend"] == "remote libSQL/Turso" && status["location"] == "http://***.0.0.1",
+        "{status}"
     );
     Ok(())
 }
