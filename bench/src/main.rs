@@ -81,6 +81,8 @@ fn main() {
         median(&health) / base
     );
 
+    fan_out_and_keys(&stack, iterations, &send);
+
     println!("\nclaim latency (Receive + Complete of the oldest message) at a standing backlog");
     println!(
         "{:<44} {:>9} {:>9} {:>9}",
@@ -189,5 +191,54 @@ fn report(name: &str, samples: &[Duration]) {
         median(samples),
         percentile(samples, 0.9),
         percentile(samples, 0.99)
+    );
+}
+
+/// Publish to topics (filters evaluated in the Worker, copies inserted in
+/// the same transaction) and a managed-key Send, beside the plain Send.
+fn fan_out_and_keys(stack: &Stack, iterations: usize, plain_send: &[Duration]) {
+    println!("\npublish fan-out and managed keys, beside Send (1 message) to a queue");
+    println!(
+        "{:<44} {:>9} {:>9} {:>9}",
+        "operation", "median", "p90", "p99"
+    );
+    for subscriptions in [1usize, 10] {
+        let topic = format!("bench-topic-{subscriptions}");
+        for i in 0..subscriptions {
+            let filter = if i % 2 == 1 {
+                json!({"expr":"subject startsWith \"order.\" && properties[\"tier\"] != \"free\""})
+            } else {
+                json!({"expr":""})
+            };
+            stack.ok(
+                "AdminService/Subscribe",
+                json!({"topic":topic,"name":format!("{topic}-s{i}"),"filter":filter}),
+            );
+        }
+        let body = json!({"queue":topic,"messages":[{"body":b64("p"),"subject":"order.new","properties":{"tier":"gold"}}]});
+        stack.ok("QueueService/Send", body.clone());
+        let before = stack.round_trips();
+        let publish = measure(iterations, || {
+            stack.ok("QueueService/Send", body.clone());
+        });
+        let per_call = (stack.round_trips() - before) as f64 / iterations as f64;
+        report(
+            &format!("publish to {subscriptions} subscription(s) ({per_call:.2} db req/call)"),
+            &publish,
+        );
+    }
+    let created = stack.ok(
+        "AuthService/CreateKey",
+        json!({"id":"b0000000000000000000000000000b00","name":"bench","permissions":["send"]}),
+    );
+    let token = created["token"].as_str().unwrap_or_default().to_owned();
+    let body = json!({"queue":"bench","messages":[{"body":b64("k")}]}).to_string();
+    let keyed = measure(iterations, || {
+        stack.raw("POST", "/mqlite.v1.QueueService/Send", Some(&token), body.as_bytes());
+    });
+    report("Send with a managed key", &keyed);
+    println!(
+        "ratio managed-key Send / admin-token Send: {:.2}x",
+        median(&keyed) / median(plain_send)
     );
 }
