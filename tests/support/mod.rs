@@ -241,16 +241,7 @@ impl Api {
 
     /// POSTs a JSON body to `/mqlite.v1.<rpc>` as the admin; returns status and JSON.
     pub async fn rpc(&self, rpc: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-        let auth = format!("Bearer {ADMIN}");
-        let response = self
-            .request(
-                "POST",
-                &format!("/mqlite.v1.{rpc}"),
-                &[("Authorization", &auth)],
-                body.to_string().as_bytes(),
-            )
-            .await;
-        (response.status, json_body(&response))
+        self.rpc_as(ADMIN, rpc, body).await
     }
 
     /// POSTs a JSON body to `/mqlite.v1.<rpc>` with `token`.
