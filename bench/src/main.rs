@@ -234,7 +234,12 @@ fn fan_out_and_keys(stack: &Stack, iterations: usize, plain_send: &[Duration]) {
     let token = created["token"].as_str().unwrap_or_default().to_owned();
     let body = json!({"queue":"bench","messages":[{"body":b64("k")}]}).to_string();
     let keyed = measure(iterations, || {
-        stack.raw("POST", "/mqlite.v1.QueueService/Send", Some(&token), body.as_bytes());
+        stack.raw(
+            "POST",
+            "/mqlite.v1.QueueService/Send",
+            Some(&token),
+            body.as_bytes(),
+        );
     });
     report("Send with a managed key", &keyed);
     println!(
