@@ -7,6 +7,7 @@
 //! Workers runtime; everything else builds and tests natively.
 
 pub mod engine;
+pub mod filter;
 pub mod http;
 pub mod store;
 pub mod wire;
