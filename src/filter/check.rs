@@ -3,7 +3,7 @@
 //! expr-lang has no type checker, but a filter must be rejected at Subscribe
 //! for unknown names, unknown functions, ill-typed operations and a result
 //! that cannot be a boolean. One pass over our tree does both jobs: it infers
-//! a [`Ty`] for every node and prints the node as expr source, replacing the
+//! a `Ty` for every node and prints the node as expr source, replacing the
 //! constructs where expr-lang's semantics differ from the spec by calls to
 //! our own functions (`runtime.rs`). The printed program is what runs.
 //!
@@ -589,7 +589,15 @@ impl Checker {
 
     fn call(&mut self, name: &str, args: &[Node], pred: Option<&Prog>) -> Result<Out, String> {
         const PREDICATED: [&str; 7] = ["all", "any", "none", "one", "filter", "map", "count"];
+        const PLAIN: [&str; 21] = [
+            "len", "first", "last", "lower", "upper", "trim", "split", "join", "abs", "int",
+            "float", "string", "keys", "values", "seconds", "minutes", "hours", "days", "weeks",
+            "duration", "now",
+        ];
         let takes_predicate = PREDICATED.contains(&name);
+        if !takes_predicate && !PLAIN.contains(&name) {
+            return Err(format!("unknown function {name}"));
+        }
         // `all(xs, true)`: expr-lang only turns the last argument into a
         // predicate when it mentions `#`; in expr every second argument is one.
         let implicit;
@@ -622,7 +630,9 @@ impl Checker {
         };
         match name {
             "all" | "any" | "none" | "one" | "filter" | "map" | "count" => {
-                arity(1, 1)?;
+                if args.len() != 1 {
+                    return Err(format!("{name}() takes an array and a predicate"));
+                }
                 let array = self.expr(&args[0])?;
                 let item = array
                     .ty

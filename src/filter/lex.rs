@@ -16,14 +16,17 @@
 //!   the matching operation in a negation.
 //! * **`a ?? b`**: expr-lang's `??` swallows everything to its right
 //!   (`x ?? 0 > 5` parses as `x ?? (0 > 5)`); in expr (Go) it binds tighter
-//!   than any binary operator. We parenthesise the right operand's term.
+//!   than any binary operator. Parenthesising the right operand cannot help
+//!   (the grammar reads a whole expression after `??`), so we parenthesise
+//!   the pair: `(x ?? 0) > 5`. A chain `a ?? b ?? c` becomes
+//!   `(a ?? (b) ?? c)`, which is the same value.
 //! * **Map literals** are rejected: expr-lang's parser panics on a map literal
 //!   whose value is not a constant (and silently truncates `{a: 1 + 2}`).
 //! * **Bytes literals** (`b"…"`) are rejected: no filter variable is bytes.
 //! * **Limits that protect the stack.** Parsing, printing and evaluating are
 //!   recursive, and a Worker has about 1 MB of stack (a stack overflow traps
 //!   the whole isolate). Bracket nesting plus `?`/`??`/`if` is capped at
-//!   [`MAX_NESTING`]; and since every operator, postfix, call and array token
+//!   `MAX_NESTING`; and since every operator, postfix, call and array token
 //!   yields at least one AST node, more than `max_nodes` of them is already
 //!   the "too many nodes" error — which also bounds the AST depth before
 //!   anything recursive runs.
@@ -59,7 +62,7 @@ impl WordOp {
     }
 }
 
-/// For each [`WordOp`], one flag per occurrence as a binary operator, in
+/// For each `WordOp`, one flag per occurrence as a binary operator, in
 /// source order: `true` when it was written `not <op>`.
 #[derive(Debug, Default)]
 pub(super) struct Negations(pub(super) [Vec<bool>; 4]);

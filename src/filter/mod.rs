@@ -6,40 +6,40 @@
 //! (Go) and the spec, so compiling is a pipeline around it:
 //!
 //! 1. size limit on the source (`expression too long (N > 4096 bytes)`);
-//! 2. [`lex`]: a lexical pass that repairs what expr-lang's parser gets wrong
+//! 2. `lex`: a lexical pass that repairs what expr-lang's parser gets wrong
 //!    and bounds nesting and node count before anything recursive runs;
 //! 3. `expr::compile` — syntax errors are expr-lang's;
-//! 4. [`tree`]: read expr-lang's (private) AST back through its `Debug` output,
+//! 4. `tree`: read expr-lang's (private) AST back through its `Debug` output,
 //!    count nodes (> 1000 is an error), balance `&&`/`||` chains, cap depth;
-//! 5. [`check`]: static types (unknown names and functions, ill-typed
+//! 5. `check`: static types (unknown names and functions, ill-typed
 //!    operations, a non-boolean result, constant invalid regexes and
 //!    durations are compile errors), printing an equivalent program in which
 //!    every construct whose expr-lang semantics differ calls our functions;
 //! 6. `expr::compile` of that program, evaluated per message by expr-lang
-//!    with [`runtime`]'s functions and variables.
+//!    with `runtime`'s functions and variables.
 //!
 //! # Deviations from expr-lang, and how they are handled
 //!
 //! | expr-lang 2.1 | spec / expr (Go) | handling |
 //! |---|---|---|
-//! | AST private, no type checker | compile-time type errors | AST read via `Debug` ([`tree`]), own checker ([`check`]) |
+//! | AST private, no type checker | compile-time type errors | AST read via `Debug` (`tree`), own checker (`check`) |
 //! | `arr[i]` out of range → nil | runtime error | `__idx`/`__vidx` |
 //! | `properties["missing"]` → nil | `""` (Go zero value) | index mode `ZERO_STRING` for `map[string]string` |
-//! | string escapes decoded by `replace` chains (`"\\n"` → newline; `\u00e9`, `\'` kept verbatim) | usual escapes | literals re-encoded by [`lex`] |
-//! | no `not contains`/`not matches`/`not startsWith`/`not endsWith` | supported | `not` blanked and the operation negated ([`lex`], [`tree`]) |
-//! | `a ?? b + c` = `a ?? (b + c)` | `(a ?? b) + c` | right operand parenthesised by [`lex`] |
+//! | string escapes decoded by `replace` chains (`"\\n"` → newline; `\u00e9`, `\'` kept verbatim) | usual escapes | literals re-encoded by `lex` |
+//! | no `not contains`/`not matches`/`not startsWith`/`not endsWith` | supported | `not` blanked and the operation negated (`lex`, `tree`) |
+//! | `a ?? b + c` = `a ?? (b + c)` (the right side is a whole expression) | `(a ?? b) + c` | `lex` parenthesises `a ?? b` (both operand terms) |
 //! | map literal with a non-constant value panics | (not in the subset) | map literals rejected at compile time |
-//! | `all(xs, true)` without `#`: not a predicate | second argument is the predicate | [`check`] makes it one |
+//! | `all(xs, true)` without `#`: not a predicate | second argument is the predicate | `check` makes it one |
 //! | predicates returning non-bools count as yes/no | runtime error | own `all/any/none/one/filter/map/count` |
-//! | unknown name inside a predicate reads `#.name` | compile error (only `.name`/bare `name` as the whole predicate means `#.name`) | [`check`] |
+//! | unknown name inside a predicate reads `#.name` | compile error (only `.name`/bare `name` as the whole predicate means `#.name`) | `check` |
 //! | `contains` on arrays/maps | strings only | static check; `any` operands checked at run time |
 //! | `matches` needs the `regex` feature (+1 MB wasm) | RE2 search | regex-lite (see below); constant invalid pattern is a compile error |
-//! | time support needs `temporal` (+1.5 MB wasm, chrono-tz); `Month()`/`Weekday()` are enum values that do not equal integers | decisions #8: plain integers | own time/duration as integer nanoseconds ([`time`]) |
-//! | `duration()` has no `d`/`w` units | `d`, `w` | own parser ([`time::parse_duration`]) |
+//! | time support needs `temporal` (+1.5 MB wasm, chrono-tz); `Month()`/`Weekday()` are enum values that do not equal integers | decisions #8: plain integers | own time/duration as integer nanoseconds (`time`) |
+//! | `duration()` has no `d`/`w` units | `d`, `w` | own parser (`time::parse_duration`) |
 //! | no `seconds()`…`weeks()` | spec functions | `__dur` |
 //! | `split(s, "")` adds empty first/last pieces | Go `strings.SplitN` | own `split` |
-//! | `a..b` allocates without bound; string `+`, `join`, `map` likewise | (Go has a memory budget) | per-evaluation budget in [`runtime`] |
-//! | deep nesting overflows the ~1 MB wasm stack (a trap kills the isolate) | — | nesting ≤ 64 ([`lex`]), depth ≤ [`MAX_DEPTH`] after balancing |
+//! | `a..b` allocates without bound; string `+`, `join`, `map` likewise; every variable use clones its value (a 1 MiB body per mention) | (Go has a memory budget) | per-evaluation budget in `runtime` (10⁶ steps, 64 MiB copied), variables read through `__var` |
+//! | deep nesting overflows the ~1 MB wasm stack (a trap kills the isolate) | — | nesting ≤ 64 (`lex`), depth ≤ [`MAX_DEPTH`] after balancing |
 //!
 //! Further choices:
 //!
@@ -61,8 +61,12 @@
 //!   other expr-lang builtins are unknown functions. `let`, `if/else`,
 //!   ternary, `??`, `?.`, slices, pipes, `#index` and array literals work;
 //!   `$env`, bytes and map literals are rejected.
+//! * **Limits beyond the spec's** (compile errors, far above real filters):
+//!   nesting of brackets/`?`/`??`/`if` ≤ 64, AST depth ≤ [`MAX_DEPTH`] after
+//!   `&&`/`||` chains are balanced; they keep parsing and evaluation inside
+//!   the Worker's stack (checked in wasm under V8 with a third of its stack).
 //! * `body_text` is the body decoded as UTF-8 with invalid sequences replaced
-//!   by U+FFFD.
+//!   by U+FFFD. `now()` reads the Worker's clock (`Date.now()`).
 
 mod check;
 mod lex;

@@ -96,7 +96,7 @@ fn charged(value: Value) -> Outcome {
 // ---------------------------------------------------------------------------
 // The message as variables.
 
-/// Variable names, in the order of [`Message`]'s cells.
+/// Variable names, in the order of `Message`'s cells.
 const VARIABLES: [&str; 14] = [
     "subject",
     "properties",

@@ -3,7 +3,7 @@
 //! expr-lang 2.1 keeps its AST private: `expr::Program` is public but opaque,
 //! and the `Node` enum lives in a private module. The only window onto it is
 //! `Program`'s derived `Debug` output, which is a faithful, mechanical
-//! rendering of the tree. We read that text back into [`Node`] — the least bad
+//! rendering of the tree. We read that text back into `Node` — the least bad
 //! option: the alternatives were a second parser of our own (the brief rules
 //! that out, and it could disagree with expr-lang on precedence) or a vendored
 //! fork. The coupling is why `Cargo.toml` pins `expr-lang = "=2.1.0"` with no
