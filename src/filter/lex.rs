@@ -23,19 +23,28 @@
 //! * **Map literals** are rejected: expr-lang's parser panics on a map literal
 //!   whose value is not a constant (and silently truncates `{a: 1 + 2}`).
 //! * **Bytes literals** (`b"…"`) are rejected: no filter variable is bytes.
-//! * **Limits that protect the stack.** Parsing, printing and evaluating are
-//!   recursive, and a Worker has about 1 MB of stack (a stack overflow traps
-//!   the whole isolate). Bracket nesting plus `?`/`??`/`if` is capped at
-//!   `MAX_NESTING`; and since every operator, postfix, call and array token
-//!   yields at least one AST node, more than `max_nodes` of them is already
-//!   the "too many nodes" error — which also bounds the AST depth before
-//!   anything recursive runs.
+//! * **Limits that protect the stack and the CPU.** Parsing, printing and
+//!   evaluating are recursive, and a Worker has about 1 MB of stack (a stack
+//!   overflow traps the whole isolate). Bracket nesting plus `?`/`??`/`if` is
+//!   capped at `MAX_NESTING`. Every literal, name, operator, postfix, call,
+//!   array and `if` token is an AST node, so counting them gives a lower bound
+//!   on the node count (exact in practice): more than `max_nodes` is already
+//!   the "too many nodes" error, which also bounds the AST depth (a chain of
+//!   binary operators is at most ~500 deep) before anything recursive runs. Nested indexes are capped at
+//!   `MAX_INDEX_NESTING` because expr-lang's parser takes exponential time in
+//!   their depth.
 
 use std::fmt::Write as _;
 
 /// Maximum bracket nesting plus ternaries, `??` and `if`s (each of which makes
 /// expr-lang's parser recurse). Real filters stay in single digits.
 pub(super) const MAX_NESTING: usize = 64;
+
+/// Maximum nesting of index brackets inside index brackets (`a[b[c]]` is 2).
+/// expr-lang's grammar tries `a[x:…]` before `a[x]`, parsing `x` twice when it
+/// is an index, so the parse time doubles per nested level (20 levels take
+/// ten seconds; at 3, a maximal source parses in ~35 ms natively).
+pub(super) const MAX_INDEX_NESTING: usize = 3;
 
 /// Binary operators that have a `not` form in expr (Go) but not in expr-lang.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +89,9 @@ impl Negations {
 pub(super) struct Prepared {
     pub(super) source: String,
     pub(super) negations: Negations,
+    /// The lower bound on the node count that `prepare` enforced.
+    #[cfg(test)]
+    pub(super) nodes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -116,22 +128,28 @@ pub(super) fn prepare(source: &str, max_nodes: usize) -> Result<Prepared, String
     // The matching bracket of every bracket (unbalanced input is left to
     // expr-lang's parser to report).
     let mut partner = vec![usize::MAX; tokens.len()];
-    let mut open: Vec<usize> = Vec::new();
-    let mut depth_max = 0;
-    let mut bumps = 0;
+    let mut open: Vec<(usize, bool)> = Vec::new(); // (token, is an index bracket)
+    let (mut depth_max, mut bumps, mut indexes, mut indexes_max) = (0, 0, 0, 0);
     for (i, token) in tokens.iter().enumerate() {
         if token.kind != Kind::Punct && token.kind != Kind::Word {
             continue;
         }
         match text(token) {
             "(" | "[" | "{" => {
-                open.push(i);
+                // `[` right after an operand is an index or a slice.
+                let index = text(token) == "["
+                    && i > 0
+                    && ends_operand(&tokens[i - 1], text(&tokens[i - 1]));
+                indexes += usize::from(index);
+                indexes_max = indexes_max.max(indexes);
+                open.push((i, index));
                 depth_max = depth_max.max(open.len());
             }
             ")" | "]" | "}" => {
-                if let Some(o) = open.pop() {
+                if let Some((o, index)) = open.pop() {
                     partner[o] = i;
                     partner[i] = o;
+                    indexes -= usize::from(index);
                 }
             }
             "?" | "??" if token.kind == Kind::Punct => bumps += 1,
@@ -144,18 +162,33 @@ pub(super) fn prepare(source: &str, max_nodes: usize) -> Result<Prepared, String
             "expression nested too deeply (more than {MAX_NESTING} levels of brackets, `?`, `??` and `if`)"
         ));
     }
+    if indexes_max > MAX_INDEX_NESTING {
+        return Err(format!(
+            "indexes nested too deeply (more than {MAX_INDEX_NESTING} levels of `a[…[…]]`)"
+        ));
+    }
 
     let mut edits: Vec<(usize, usize, String)> = Vec::new(); // (start, end, replacement)
     let mut inserts: Vec<(usize, bool)> = Vec::new(); // (position, is_open)
     let mut negations = Negations::default();
-    let mut operators = 0usize;
+    // A lower bound on the AST's node count: every literal and name is a
+    // node, and so is every operator, postfix, call, array and `if`.
+    let mut nodes = 0usize;
+    let mut negated = None; // the operator after a `not` just blanked
     for (i, token) in tokens.iter().enumerate() {
         let word = text(token);
         let after_operand = i > 0 && ends_operand(&tokens[i - 1], text(&tokens[i - 1]));
-        let after_dot = i > 0 && (is(i - 1, ".") || is(i - 1, "?."));
         match &token.kind {
-            Kind::Str(value) => edits.push((token.start, token.end, encode_string(value))),
-            Kind::Word if after_dot => {}
+            Kind::Str(value) => {
+                edits.push((token.start, token.end, encode_string(value)));
+                nodes += 1;
+            }
+            Kind::Number => nodes += 1,
+            // A member name (a string node), or `map(xs, .name)`'s name; a
+            // method name is part of its call.
+            Kind::Word if i > 0 && (is(i - 1, ".") || is(i - 1, "?.")) => {
+                nodes += usize::from(!is(i + 1, "("));
+            }
             Kind::Word => {
                 if word == "not" && after_operand {
                     if let Some(op) = tokens.get(i + 1).and_then(|t| WordOp::from_word(text(t))) {
@@ -163,55 +196,38 @@ pub(super) fn prepare(source: &str, max_nodes: usize) -> Result<Prepared, String
                         // positions) and remember which occurrence it negated.
                         edits.push((token.start, token.end, "   ".to_string()));
                         negations.0[op.slot()].push(true);
-                        operators += 2; // the operation and its negation
+                        nodes += 2; // the operation and its negation
+                        negated = Some(i + 1);
                         continue;
                     }
                 }
+                if negated == Some(i) {
+                    continue; // counted with its `not`
+                }
                 if let Some(op) = WordOp::from_word(word).filter(|_| after_operand) {
                     negations.0[op.slot()].push(false);
-                    operators += 1;
+                    nodes += 1;
                     continue;
                 }
-                let keyword = matches!(word, "and" | "or" | "not" | "in" | "if" | "else" | "let");
-                if matches!(word, "and" | "or" | "in" | "if") || (word == "not" && !is(i + 1, "in"))
-                {
-                    operators += 1;
-                }
-                if !keyword && is(i + 1, "(") {
-                    operators += 1; // a function call
-                }
+                nodes += match word {
+                    "and" | "or" | "in" | "if" => 1,
+                    "not" => usize::from(!is(i + 1, "in")),
+                    "else" | "let" => 0,
+                    _ if i > 0 && is(i - 1, "let") => 0, // a `let` name
+                    _ => 1,                              // a name, or a call
+                };
             }
             Kind::Punct => {
                 if word == "{" && is_map_literal(&tokens, i, source) {
                     return Err("map literals are not supported in filters".to_string());
                 }
-                if matches!(
-                    word,
-                    "+" | "-"
-                        | "*"
-                        | "/"
-                        | "%"
-                        | "**"
-                        | "^"
-                        | "=="
-                        | "!="
-                        | "<"
-                        | ">"
-                        | "<="
-                        | ">="
-                        | "&&"
-                        | "||"
-                        | "!"
-                        | ".."
-                        | "??"
-                        | "?"
-                        | "?."
-                        | "|"
-                        | "."
-                        | "["
-                ) {
-                    operators += 1;
-                }
+                nodes += match word {
+                    "." => usize::from(after_operand),
+                    "[" => usize::from(!(i > 0 && is(i - 1, "?."))),
+                    "+" | "-" | "*" | "/" | "%" | "**" | "^" | "==" | "!=" | "<" | ">" | "<="
+                    | ">=" | "&&" | "||" | "!" | ".." | "??" | "?" | "?." | "|" => 1,
+                    _ => 0,
+                };
                 if word == "??" {
                     let left = term_before(&tokens, i, &partner, source);
                     let right = term_after(&tokens, i + 1, &partner, source);
@@ -221,10 +237,10 @@ pub(super) fn prepare(source: &str, max_nodes: usize) -> Result<Prepared, String
                     }
                 }
             }
-            Kind::Number | Kind::Other => {}
+            Kind::Other => {}
         }
     }
-    if operators > max_nodes {
+    if nodes > max_nodes {
         return Err(format!(
             "expression too complex (more than {max_nodes} AST nodes)"
         ));
@@ -252,6 +268,8 @@ pub(super) fn prepare(source: &str, max_nodes: usize) -> Result<Prepared, String
     Ok(Prepared {
         source: out,
         negations,
+        #[cfg(test)]
+        nodes,
     })
 }
 

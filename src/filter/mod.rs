@@ -65,6 +65,8 @@
 //!   nesting of brackets/`?`/`??`/`if` ≤ 64, AST depth ≤ [`MAX_DEPTH`] after
 //!   `&&`/`||` chains are balanced; they keep parsing and evaluation inside
 //!   the Worker's stack (checked in wasm under V8 with a third of its stack).
+//!   Indexes nest at most 3 deep (`a[b[c[d]]]`): expr-lang's parser takes
+//!   time exponential in that depth.
 //! * `body_text` is the body decoded as UTF-8 with invalid sequences replaced
 //!   by U+FFFD. `now()` reads the Worker's clock (`Date.now()`).
 

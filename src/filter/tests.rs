@@ -875,21 +875,50 @@ fn dev_nesting_and_depth_limits() {
 }
 
 #[test]
+fn dev_nested_indexes_are_limited() {
+    let msg = Msg::new().subject("0.1");
+    let nested = |n: usize| format!("{}0{} == 0", "[0, 1][".repeat(n), "]".repeat(n));
+    assert_true(&nested(lex::MAX_INDEX_NESTING), &msg);
+    assert_true(
+        r#"subject_parts[0] == "0" && [0][0] == 0 && subject_parts[1:][0] == "1""#,
+        &msg,
+    );
+    assert_eq!(
+        compile_error(&nested(lex::MAX_INDEX_NESTING + 1)),
+        "indexes nested too deeply (more than 3 levels of `a[…[…]]`)"
+    );
+    // Array literals and sequential indexes do not count.
+    assert_true("[[[[0]]]][0][0][0][0] == 0", &msg);
+    // The worst source the limit lets through still parses quickly (the
+    // nesting would otherwise double the parse time per level).
+    let heavy = format!("[0][[0][[0][{}]]] == 0", vec!["0"; 490].join("+"));
+    let started = std::time::Instant::now();
+    let outcome = big_stack(move || Filter::compile(&heavy).err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(
+        outcome,
+        Some(CompileError(
+            "expression nested too deeply (494 > 128 levels)".to_string()
+        ))
+    );
+}
+
+#[test]
 fn dev_node_limits() {
-    let items = vec!["1"; 1000].join(",");
-    let source = format!("len([{items}]) > 0");
+    // 1004 nodes: len, >, 0, the array and its 1000 elements. The lexer's
+    // estimate rejects it before expr-lang parses anything.
+    let source = format!("len([{}]) > 0", vec!["1"; 1000].join(","));
     assert_eq!(
         compile_error(&source),
-        "expression too complex (1004 > 1000 AST nodes)"
-    );
-    let source = format!("len([{}]) > 0", vec!["1"; 996].join(","));
-    assert!(Filter::compile(&source).is_ok());
-    // Operator tokens alone already exceed the limit: rejected before parsing.
-    let ops = format!("{} > 0", vec!["1"; 1002].join("-"));
-    assert_eq!(
-        compile_error(&ops),
         "expression too complex (more than 1000 AST nodes)"
     );
+    assert_eq!(
+        lex::prepare(&source, usize::MAX).map(|p| p.nodes).ok(),
+        Some(1004)
+    );
+    // Exactly 1000 nodes compile.
+    let source = format!("len([{}]) > 0", vec!["1"; 996].join(","));
+    assert!(Filter::compile(&source).is_ok());
 }
 
 #[test]
@@ -1049,6 +1078,46 @@ impl Rng {
     fn pick(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// The lexer's node estimate, which rejects oversized sources before they are
+/// parsed, never exceeds the real count (it would reject valid filters).
+#[test]
+fn lexer_node_estimate_is_a_lower_bound() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut checked = 0;
+    let extra = [
+        "map(subject_parts, .a) == nil",
+        "subject not contains \"a\" && subject not in [] && a?.[0]?.b.c(1) != nil",
+        "let x = 1; let y = x; if x == y { -1 } else { +2 } == 1 ? [1..2] : nil ?? 3",
+        "subject_parts | filter(# != \"\") | len() > 0 and not true or !false",
+    ];
+    for round in 0..5_000 {
+        let source = match extra.get(round) {
+            Some(s) => s.to_string(),
+            None => {
+                let depth = 1 + rng.pick(5) as u32;
+                random_expression(&mut rng, depth)
+            }
+        };
+        let Ok(prepared) = lex::prepare(&source, usize::MAX) else {
+            continue;
+        };
+        let Ok(parsed) = expr::compile(&prepared.source) else {
+            continue;
+        };
+        let Ok(read) = tree::read(&parsed, &prepared.negations) else {
+            continue;
+        };
+        assert!(
+            prepared.nodes <= read.nodes,
+            "{source}: estimated {} > {}",
+            prepared.nodes,
+            read.nodes
+        );
+        checked += 1;
+    }
+    assert!(checked > 2_000, "{checked}");
 }
 
 /// Compiling and evaluating arbitrary input never panics (the Worker cannot

@@ -519,6 +519,7 @@ impl Reader<'_> {
                     let right = self.boxed(field(fields, "right")?)?;
                     let node = Node::Binary(op, left, right);
                     Ok(if negated {
+                        self.nodes += 1; // as expr (Go) has it: `not (a op b)`
                         Node::Unary(UnOp::Not, Box::new(node))
                     } else {
                         node
