@@ -175,7 +175,7 @@ impl Out {
 /// refers to by index.
 pub(super) struct Lowered {
     pub(super) code: String,
-    pub(super) regexes: Vec<regex_lite::Regex>,
+    pub(super) regexes: Vec<regex::Regex>,
 }
 
 /// Checks a whole filter and lowers it.
@@ -219,7 +219,7 @@ enum Scope {
 
 struct Checker {
     scopes: Vec<Scope>,
-    regexes: Vec<regex_lite::Regex>,
+    regexes: Vec<regex::Regex>,
 }
 
 fn mismatch(op: &str, a: &Ty, b: &Ty) -> String {

@@ -25,27 +25,34 @@ fn fail<T>(message: impl Into<String>) -> expr::Result<T> {
 
 /// Predicate evaluations plus array elements created, per evaluation.
 const STEP_BUDGET: u64 = 1_000_000;
-/// Bytes copied out of variables, concatenated, joined or scanned by a regular
-/// expression, per evaluation.
+/// Bytes copied out of variables, concatenated or joined, per evaluation.
 const BYTE_BUDGET: u64 = 64 << 20;
+/// Bytes searched by `matches`, per evaluation (a lazy DFA scans a MiB in
+/// milliseconds, but a pathological pattern can take ~0.2 s).
+const SCAN_BUDGET: u64 = 8 << 20;
 
 thread_local! {
-    /// Remaining (steps, bytes) of the evaluation running on this thread.
-    static BUDGET: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// Remaining (steps, bytes, scanned) of the evaluation on this thread.
+    static BUDGET: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// Starts a fresh budget for one evaluation.
 pub(super) fn reset_budget() {
-    let _ = BUDGET.try_with(|b| b.set((STEP_BUDGET, BYTE_BUDGET)));
+    let _ = BUDGET.try_with(|b| b.set((STEP_BUDGET, BYTE_BUDGET, SCAN_BUDGET)));
 }
 
-fn charge(steps: u64, bytes: u64) -> expr::Result<()> {
+/// Takes `steps`, `bytes` and `scanned` from the budget, or fails.
+fn spend(steps: u64, bytes: u64, scanned: u64) -> expr::Result<()> {
     let ok = BUDGET
         .try_with(|b| {
-            let (s, y) = b.get();
-            let left = (s.checked_sub(steps), y.checked_sub(bytes));
-            if let (Some(s), Some(y)) = left {
-                b.set((s, y));
+            let (s, y, r) = b.get();
+            let left = (
+                s.checked_sub(steps),
+                y.checked_sub(bytes),
+                r.checked_sub(scanned),
+            );
+            if let (Some(s), Some(y), Some(r)) = left {
+                b.set((s, y, r));
                 true
             } else {
                 false
@@ -89,7 +96,7 @@ fn weight(value: &Value) -> u64 {
 
 /// Charges for a value copied out of a variable or produced by `map`.
 fn charged(value: Value) -> Outcome {
-    charge(0, weight(&value))?;
+    spend(0, weight(&value), 0)?;
     Ok(value)
 }
 
@@ -290,7 +297,7 @@ fn test(
     let Some(predicate) = predicate else {
         return fail("missing predicate");
     };
-    charge(1, 0)?;
+    spend(1, 0, 0)?;
     let scope = Item {
         parent: ctx,
         item: item.clone(),
@@ -340,10 +347,12 @@ fn index(base: &Value, key: &Value, mode: i64) -> Outcome {
     }
 }
 
-/// The bounded regular expression used for `matches`.
-pub(super) fn regex(pattern: &str) -> Result<regex_lite::Regex, regex_lite::Error> {
-    regex_lite::RegexBuilder::new(pattern)
+/// The bounded regular expression used for `matches`: compiled program and
+/// lazy-DFA cache capped at 1 MiB each (the defaults are 10 and 2 MiB).
+pub(super) fn regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20)
         .build()
 }
 
@@ -397,7 +406,7 @@ fn now_nanos() -> i64 {
 
 /// expr-lang's builtins plus ours; `regexes` are the filter's constant
 /// `matches` patterns, referred to by index.
-pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'static> {
+pub(super) fn environment(regexes: Vec<regex::Regex>) -> Environment<'static> {
     let mut env = Environment::new();
 
     env.add_function("__var", |c| {
@@ -431,7 +440,7 @@ pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'stati
         (Some(Value::Integer(a)), Some(Value::Float(b))) => Ok(Value::Float(*a as f64 + b)),
         (Some(Value::Float(a)), Some(Value::Integer(b))) => Ok(Value::Float(a + *b as f64)),
         (Some(Value::String(a)), Some(Value::String(b))) => {
-            charge(0, (a.len() + b.len()) as u64)?;
+            spend(0, (a.len() + b.len()) as u64, 0)?;
             Ok(Value::String(format!("{a}{b}")))
         }
         (Some(a), Some(b)) => fail(format!(
@@ -463,7 +472,7 @@ pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'stati
         let Some(regex) = usize::try_from(i).ok().and_then(|i| regexes.get(i)) else {
             return fail("matches: unknown pattern");
         };
-        charge(0, text.len() as u64)?;
+        spend(0, 0, text.len() as u64)?;
         Ok(Value::Bool(regex.is_match(text)))
     });
     env.add_function("__matches", |c| {
@@ -472,7 +481,7 @@ pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'stati
         let regex = regex(pattern).map_err(|e| {
             expr::Error::ExprError(format!("invalid regular expression {pattern:?}: {e}"))
         })?;
-        charge(0, (text.len() + pattern.len()) as u64)?;
+        spend(0, 0, (text.len() + pattern.len()) as u64)?;
         Ok(Value::Bool(regex.is_match(text)))
     });
 
@@ -480,7 +489,7 @@ pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'stati
         let from = int_arg("range", c.args.first())?;
         let to = int_arg("range", c.args.get(1))?;
         let count = (i128::from(to) - i128::from(from) + 1).max(0);
-        charge(u64::try_from(count).unwrap_or(u64::MAX), 0)?;
+        spend(u64::try_from(count).unwrap_or(u64::MAX), 0, 0)?;
         Ok(Value::Array(if count == 0 {
             Vec::new()
         } else {
@@ -579,7 +588,7 @@ pub(super) fn environment(regexes: Vec<regex_lite::Regex>) -> Environment<'stati
             size = size.saturating_add(part.len());
             parts.push(part);
         }
-        charge(0, size as u64)?;
+        spend(0, size as u64, 0)?;
         Ok(Value::String(parts.join(separator)))
     });
 
@@ -640,7 +649,7 @@ fn split(text: &str, separator: &str, limit: i64) -> expr::Result<Vec<Value>> {
         text.matches(separator).count() + 1
     }
     .min(max);
-    charge(count as u64, 0)?;
+    spend(count as u64, 0, 0)?;
     let pieces: Vec<Value> = if separator.is_empty() {
         let mut pieces: Vec<Value> = Vec::with_capacity(count);
         let mut rest = text;

@@ -778,13 +778,15 @@ fn dev_contains_takes_strings() {
 }
 
 #[test]
-fn dev_matches_uses_regex_lite() {
+fn dev_matches_uses_regex() {
     let msg = Msg::new().subject("orders.eu.new").prop("re", "(");
     assert_true(
         r#"subject matches "^orders\\.eu" && subject matches "(?i)ORDERS" && subject matches "\\w+\\.\\w+""#,
         &msg,
     );
     assert_false(r#"subject matches "^eu""#, &msg);
+    // A search, not a full match.
+    assert_true(r#"subject matches "eu""#, &msg);
     assert!(compile_error(r#"subject matches "(""#).starts_with("invalid regular expression \"(\""));
     assert!(compile_error(r#"subject matches "\\pL""#).starts_with("invalid regular expression"));
     assert_runtime_error(r#"subject matches properties["re"]"#, &msg);
@@ -794,6 +796,22 @@ fn dev_matches_uses_regex_lite() {
     );
     // A constant pattern split by a backtick is still folded and checked.
     assert!(compile_error(r#"subject matches "(`""#).starts_with("invalid regular expression"));
+    // Case-insensitive matching folds beyond ASCII, as RE2 does.
+    assert_true(r#""ÉTÉ" matches "(?i)été""#, &msg);
+}
+
+#[test]
+fn dev_matches_searches_a_bounded_amount() {
+    let msg = Msg::new().body("text/plain", &"a".repeat(1 << 20));
+    // 8 MiB of searching per evaluation: eight scans of a 1 MiB body.
+    assert_true(r#"none(1..8, body_text matches "y")"#, &msg);
+    let message = assert_runtime_error(r#"none(1..9, body_text matches "y")"#, &msg);
+    assert_eq!(message, "filter exceeded its evaluation budget");
+    // Patterns that are slow for backtracking or NFA simulation finish.
+    assert_false(
+        r#"body_text matches "[a-z]{100}x" || body_text matches "(a+a+)+b""#,
+        &msg,
+    );
 }
 
 #[test]
@@ -1092,7 +1110,7 @@ fn lexer_node_estimate_is_a_lower_bound() {
         "let x = 1; let y = x; if x == y { -1 } else { +2 } == 1 ? [1..2] : nil ?? 3",
         "subject_parts | filter(# != \"\") | len() > 0 and not true or !false",
     ];
-    for round in 0..5_000 {
+    for round in 0..2_000 {
         let source = match extra.get(round) {
             Some(s) => s.to_string(),
             None => {
@@ -1117,7 +1135,7 @@ fn lexer_node_estimate_is_a_lower_bound() {
         );
         checked += 1;
     }
-    assert!(checked > 2_000, "{checked}");
+    assert!(checked > 800, "{checked}");
 }
 
 /// Compiling and evaluating arbitrary input never panics (the Worker cannot
@@ -1194,7 +1212,7 @@ fn no_panics_on_random_input() {
         .body("", r#"{"a": [1, {"b": "c"}], "n": 2}"#);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut compiled, mut evaluated) = (0, 0);
-    for round in 0..30_000 {
+    for round in 0..8_000 {
         let source = if round % 3 == 0 {
             let len = 1 + rng.pick(12);
             let tokens: Vec<&str> = (0..len).map(|_| TOKENS[rng.pick(TOKENS.len())]).collect();
@@ -1217,7 +1235,7 @@ fn no_panics_on_random_input() {
         }
     }
     assert!(
-        compiled > 500 && evaluated > 200,
+        compiled > 150 && evaluated > 50,
         "{compiled} compiled, {evaluated} evaluated"
     );
 }
