@@ -1,4 +1,4 @@
-//! Conformance S (DeleteQueue, cases 232–239) and P's Status (case 212).
+//! Conformance S (DeleteQueue, cases 232–239) and P (Status, case 212; unknown-queue Stats, case 210).
 
 mod support;
 
@@ -239,4 +239,20 @@ async fn not_empty(api: &Api, generation: &str) {
         (status, body["code"].as_str()),
         (409, Some("queue_not_empty"))
     );
+}
+
+#[tokio::test]
+async fn c210_stats_of_an_unknown_queue_is_404() {
+    let api = Api::new(&[]);
+    api.fails(
+        "QueueService/Stats",
+        json!({"queue":"nope"}),
+        404,
+        "not_found",
+    )
+    .await;
+    api.subscribe("t", "s", None).await;
+    // A topic is not a queue.
+    api.fails("QueueService/Stats", json!({"queue":"t"}), 404, "not_found")
+        .await;
 }

@@ -82,7 +82,7 @@ pub struct KeyCheck {
 
 /// Guard: the key is unknown, revoked, expired (the expiry instant counts
 /// as expired) or lacks the permission bits `?2`.
-const KEY_REFUSED: &str = "NOT EXISTS (SELECT 1 FROM access_keys WHERE token_hash = ?1 \
+pub(super) const KEY_REFUSED: &str = "NOT EXISTS (SELECT 1 FROM access_keys WHERE token_hash = ?1 \
      AND revoked_at = 0 AND (expires_at = 0 OR expires_at > {now}) AND (permissions & ?2) = ?2)";
 
 impl KeyCheck {

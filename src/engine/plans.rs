@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{deferred, maintenance, peek, receive, send, settle, stats, Clock};
+use super::{deferred, keys, maintenance, peek, receive, send, settle, stats, topics, Clock};
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Store, Transport, TransportError};
 
@@ -207,4 +207,48 @@ fn reads_and_sends_seek() {
         &d,
         "messages_lock_token (lock_token=?)",
     );
+}
+
+/// Every access to `table` is an index or primary-key search.
+fn assert_no_scan_of(name: &str, details: &[String], table: &str) {
+    for d in details {
+        assert!(
+            !(d.starts_with("SCAN ") && d.contains(table)),
+            "{name} scans {table}: {d}\n{details:#?}"
+        );
+    }
+}
+
+#[test]
+fn publish_fingerprint_and_subscriptions_are_index_seeks() {
+    for (name, sql, args) in [
+        (
+            "topic subscriptions",
+            topics::TOPIC_SUBSCRIPTIONS.to_owned(),
+            vec![text("t")],
+        ),
+        (
+            "topic changed",
+            crate::store::guard_sql(topics::TOPIC_CHANGED),
+            vec![text("t"), text("0:0")],
+        ),
+    ] {
+        assert_no_scan_of(name, &plan(&sql, args), "subscriptions");
+    }
+}
+
+#[test]
+fn managed_key_check_is_one_unique_index_seek() {
+    let sql = crate::store::guard_sql(keys::KEY_REFUSED);
+    let details = plan(
+        &sql,
+        vec![
+            Value::Blob {
+                base64: "AA==".into(),
+            },
+            int(1),
+        ],
+    );
+    assert_no_scan_of("key check", &details, "access_keys");
+    assert_uses("key check", &details, "INDEX");
 }
