@@ -1,7 +1,8 @@
 //! DeleteQueue (semantics §14.3), and the counts Status and Observe read.
 
-use super::stats::QueueStats;
+use super::stats::{read_stats, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
+use crate::observe::QueueGauge;
 use crate::store::{Program, RunError, Transport};
 
 const IS_SUBSCRIPTION: &str =
@@ -19,46 +20,26 @@ const DELETE_QUEUE: [&str; 4] = [
     "DELETE FROM queues WHERE name = ?1",
 ];
 
-/// Entity counts for Status and Observe.
+/// Entity counts for Status.
 const ENTITY_COUNTS: &str = "SELECT \
   (SELECT count(*) FROM queues WHERE kind = 'queue'), \
-  (SELECT count(*) FROM queues WHERE kind = 'subscription'), \
   (SELECT count(*) FROM subscriptions)";
 
-/// Per-queue gauges: the five states, rows in any other state, and the
-/// oldest active or locked message's age, as Stats computes them.
-const QUEUE_GAUGES: &str = "\
-SELECT q.name, q.kind, s.active, s.locked, s.deferred, s.scheduled, s.dead_lettered,
-  s.total - s.active - s.locked - s.deferred - s.scheduled - s.dead_lettered,
-  coalesce({now} - min(
-    coalesce((SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'active' ORDER BY id LIMIT 1), {now}),
-    coalesce((SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'locked' ORDER BY id LIMIT 1), {now})), 0)
-FROM queues q, (SELECT
-  (SELECT count(*) FROM messages WHERE queue = q2.name AND state = 'active') AS active,
-  (SELECT count(*) FROM messages WHERE queue = q2.name AND state = 'locked') AS locked,
-  (SELECT count(*) FROM messages WHERE queue = q2.name AND state = 'deferred') AS deferred,
-  (SELECT count(*) FROM messages WHERE queue = q2.name AND state = 'scheduled') AS scheduled,
-  (SELECT count(*) FROM messages WHERE queue = q2.name AND state = 'dead_lettered') AS dead_lettered,
-  (SELECT count(*) FROM messages WHERE queue = q2.name) AS total,
-  q2.name AS name
-  FROM queues q2) s
-WHERE s.name = q.name
-ORDER BY q.name";
+/// Every queue's kind, Stats' columns, and its row count in any state (the
+/// rows in none of the five states are reported as `unexpected`).
+fn gauges_sql() -> String {
+    format!(
+        "SELECT q.name, q.kind, {STATE_COLUMNS}, \
+         (SELECT count(*) FROM messages WHERE queue = q.name) FROM queues q ORDER BY q.name"
+    )
+}
 
 /// Numbers of entities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EntityCounts {
+    /// Plain queues.
     pub queues: i64,
-    pub backing_queues: i64,
     pub subscriptions: i64,
-}
-
-/// One queue's gauges: Stats' counts plus `unexpected` rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueGauges {
-    pub kind: String,
-    pub stats: QueueStats,
-    pub unexpected: i64,
 }
 
 impl<T: Transport> Engine<T> {
@@ -108,54 +89,32 @@ impl<T: Transport> Engine<T> {
         })?;
         Ok(EntityCounts {
             queues: row.int(0)?,
-            backing_queues: row.int(1)?,
-            subscriptions: row.int(2)?,
+            subscriptions: row.int(1)?,
         })
     }
 
     /// Every queue's gauges after every queue's housekeeping, so they agree
-    /// with Stats; plus the entity counts. One transaction.
-    pub async fn gauges(&self) -> Result<(Vec<QueueGauges>, EntityCounts), EngineError> {
+    /// with Stats. One transaction.
+    pub async fn gauges(&self) -> Result<Vec<QueueGauge>, EngineError> {
         let mut program = Program::write();
         self.housekeeping_all(&mut program);
-        let gauges = program.step(self.sql(QUEUE_GAUGES), vec![]);
-        let counts = program.step(ENTITY_COUNTS, vec![]);
+        let gauges = program.step(self.sql(&gauges_sql()), vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         let mut queues = Vec::new();
         for row in committed.rows(gauges) {
-            let counts = [
-                row.int(2)?,
-                row.int(3)?,
-                row.int(4)?,
-                row.int(5)?,
-                row.int(6)?,
-            ];
-            let unexpected = row.int(7)?;
-            queues.push(QueueGauges {
+            let stats = read_stats(row.text(0)?, &row, 2)?;
+            queues.push(QueueGauge {
                 kind: row.text(1)?.to_owned(),
-                stats: QueueStats {
-                    queue: row.text(0)?.to_owned(),
-                    active: counts[0],
-                    locked: counts[1],
-                    deferred: counts[2],
-                    scheduled: counts[3],
-                    dead_lettered: counts[4],
-                    total: counts.iter().sum::<i64>() + unexpected,
-                    oldest_message_age_ms: row.int(8)?.max(0),
-                },
-                unexpected,
+                unexpected: row.int(8)? - stats.total,
+                active: stats.active,
+                locked: stats.locked,
+                deferred: stats.deferred,
+                scheduled: stats.scheduled,
+                dead_lettered: stats.dead_lettered,
+                oldest_message_age_ms: stats.oldest_message_age_ms,
+                queue: stats.queue,
             });
         }
-        let row = committed.first_row(counts).ok_or_else(|| {
-            EngineError::Store(crate::store::StoreError::Failed("no counts".into()))
-        })?;
-        Ok((
-            queues,
-            EntityCounts {
-                queues: row.int(0)?,
-                backing_queues: row.int(1)?,
-                subscriptions: row.int(2)?,
-            },
-        ))
+        Ok(queues)
     }
 }

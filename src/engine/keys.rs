@@ -89,10 +89,7 @@ impl KeyCheck {
     /// A check for `token` if it has the generated format (`mqk_` + 64
     /// lowercase hex); any other string can never be a managed key.
     pub fn from_token(token: &str, required: Permissions) -> Option<KeyCheck> {
-        let hex = token.strip_prefix("mqk_")?;
-        let well_formed =
-            hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        well_formed.then(|| KeyCheck {
+        is_managed_format(token).then(|| KeyCheck {
             digest: Sha256::digest(token.as_bytes()).into(),
             required,
             verified: AtomicBool::new(false),
@@ -119,6 +116,14 @@ impl KeyCheck {
             vec![blob(&self.digest), self.required.0.into()],
         );
     }
+}
+
+/// Whether `token` has the generated format (`mqk_` + 64 lowercase hex),
+/// the only strings the key store is ever asked about.
+pub fn is_managed_format(token: &str) -> bool {
+    token.strip_prefix("mqk_").is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// What the key store says about a presented managed key.

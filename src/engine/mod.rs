@@ -19,10 +19,13 @@ mod stats;
 mod sweep;
 mod topics;
 
-pub use admin::{EntityCounts, QueueGauges};
+pub use admin::EntityCounts;
 pub use clock::{set_wall_clock, Clock};
 pub use dlq::RedriveRequest;
-pub use keys::{AccessKey, CreatedKey, KeyCheck, KeyPage, KeySort, KeyState, NewKey, Permissions};
+pub use keys::{
+    is_managed_format, AccessKey, CreatedKey, KeyCheck, KeyPage, KeySort, KeyState, NewKey,
+    Permissions,
+};
 pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};
 pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};

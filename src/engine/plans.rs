@@ -166,7 +166,7 @@ fn settlement_finds_rows_by_primary_key() {
 
 #[test]
 fn reads_and_sends_seek() {
-    let d = plan(stats::STATS, vec![text("q")]);
+    let d = plan(&stats::stats_sql(), vec![text("q")]);
     assert_no_message_scan("stats", &d);
     assert_uses(
         "stats",

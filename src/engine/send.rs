@@ -191,7 +191,6 @@ impl<T: Transport> Engine<T> {
         };
 
         let mut targets: Vec<&str> = deliveries.iter().map(|d| d.queue).collect();
-        targets.dedup();
         targets.sort_unstable();
         targets.dedup();
         let mut group_guards = Vec::new();

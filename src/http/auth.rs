@@ -1,7 +1,7 @@
 //! Bearer authentication and route permissions (wire §3).
 
 use super::config::AuthMode;
-use crate::engine::{KeyCheck, Permissions};
+use crate::engine::{is_managed_format, KeyCheck, Permissions};
 use crate::wire::ApiError;
 
 /// What a route requires.
@@ -100,7 +100,7 @@ pub fn authenticate<'a>(
         Ok(Principal::Admin)
     } else if matches_any(monitor_tokens, token) {
         Ok(Principal::Monitor)
-    } else if KeyCheck::from_token(token, Permissions::SEND).is_some() {
+    } else if is_managed_format(token) {
         Ok(Principal::Managed(token.to_owned()))
     } else {
         Err(ApiError::unauthenticated())

@@ -46,19 +46,33 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The error code of an error answer, kept for the request counters.
+    code: Option<ErrorCode>,
 }
 
 impl Response {
-    fn json(status: u16, body: String) -> Self {
+    fn new(status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
         Response {
             status,
-            headers: vec![("Content-Type".into(), "application/json".into())],
-            body: body.into_bytes(),
+            headers,
+            body,
+            code: None,
         }
     }
 
+    fn json(status: u16, body: String) -> Self {
+        Self::new(
+            status,
+            vec![("Content-Type".into(), "application/json".into())],
+            body.into_bytes(),
+        )
+    }
+
     fn error(error: &ApiError) -> Self {
-        Self::json(error.status(), error.body())
+        Response {
+            code: Some(error.code),
+            ..Self::json(error.status(), error.body())
+        }
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -268,18 +282,11 @@ impl<T: Transport> Service<T> {
     /// Counts a finished request against its route (registered RPCs only).
     fn record(&self, target: Option<Target>, response: &Response, waiter: &impl Waiter) {
         if let Some(Target::Rpc(route)) = target {
-            let code = if response.status == 200 {
-                "ok".to_owned()
-            } else {
-                serde_json::from_slice::<serde_json::Value>(&response.body)
-                    .ok()
-                    .and_then(|v| v["code"].as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "internal".to_owned())
-            };
+            let code = response.code.map_or("ok", ErrorCode::as_str);
             let seconds = waiter.elapsed_ms() as f64 / 1000.0;
             self.isolate
                 .registry
-                .record_request(route.path, &code, seconds);
+                .record_request(route.path, code, seconds);
         }
     }
 
@@ -335,14 +342,14 @@ async fn metrics<T: Transport, W: Waiter>(
     context: &rpc::Context<'_, W>,
 ) -> Response {
     match rpc::observe(engine, context).await {
-        Ok(observation) => Response {
-            status: 200,
-            headers: vec![
+        Ok(observation) => Response::new(
+            200,
+            vec![
                 ("Content-Type".into(), prometheus::CONTENT_TYPE.into()),
                 ("Cache-Control".into(), "no-store".into()),
             ],
-            body: prometheus::render(&observation).into_bytes(),
-        },
+            prometheus::render(&observation).into_bytes(),
+        ),
         Err(e) => Response::error(&e),
     }
 }
@@ -389,17 +396,17 @@ async fn admit<T: Transport>(
 }
 
 fn healthz() -> Response {
-    Response {
-        status: 200,
-        headers: vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
-        body: b"ok".to_vec(),
-    }
+    Response::new(
+        200,
+        vec![("Content-Type".into(), "text/plain; charset=utf-8".into())],
+        b"ok".to_vec(),
+    )
 }
 
 fn preflight() -> Response {
-    Response {
-        status: 204,
-        headers: vec![
+    Response::new(
+        204,
+        vec![
             (
                 "Access-Control-Allow-Methods".into(),
                 "GET, POST, OPTIONS".into(),
@@ -410,6 +417,6 @@ fn preflight() -> Response {
             ),
             ("Access-Control-Max-Age".into(), "86400".into()),
         ],
-        body: Vec::new(),
-    }
+        Vec::new(),
+    )
 }

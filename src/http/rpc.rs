@@ -9,7 +9,7 @@ use super::config::Config;
 use super::routes::Rpc;
 use super::Isolate;
 use crate::engine::{Engine, EngineError, KeySort, Settlement, Waiter};
-use crate::observe::{classify, Collection, QueueGauge};
+use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::Transport;
 use crate::wire::admin::{
@@ -239,20 +239,7 @@ pub async fn observe<T: Transport, W: Waiter>(
     let gauges = engine.gauges().await;
     let seconds = context.waiter.elapsed_ms().saturating_sub(started) as f64 / 1000.0;
     let result = match gauges {
-        Ok((queues, _)) => Ok(queues
-            .into_iter()
-            .map(|q| QueueGauge {
-                queue: q.stats.queue,
-                kind: q.kind,
-                active: q.stats.active,
-                locked: q.stats.locked,
-                deferred: q.stats.deferred,
-                scheduled: q.stats.scheduled,
-                dead_lettered: q.stats.dead_lettered,
-                unexpected: q.unexpected,
-                oldest_message_age_ms: q.stats.oldest_message_age_ms,
-            })
-            .collect()),
+        Ok(queues) => Ok(queues),
         Err(EngineError::CredentialRejected) => return Err(EngineError::CredentialRejected.into()),
         Err(EngineError::Store(e)) => Err(classify(&e).to_owned()),
         Err(_) => Err("other".to_owned()),
