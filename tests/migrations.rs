@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mqlite_edge::engine::{Clock, Engine, EngineError, Limits, QueueConfigInput};
 use mqlite_edge::store::migrate::{ensure_schema, MigrationReport, SCHEMA_VERSION};
-use mqlite_edge::store::{Program, StoreError};
+use mqlite_edge::store::{Program, Statement, StoreError};
 use support::*;
 
 fn engine(temp: &TempDb) -> Engine<InProcess> {
@@ -74,8 +74,9 @@ async fn a_newer_schema_is_refused_and_left_untouched() {
     e.create_queue("q", &QueueConfigInput::default())
         .await
         .expect("create");
+    const BUMP: Statement = mqlite_edge::statement!("UPDATE schema_version SET version = 99");
     let mut bump = Program::write();
-    bump.step("UPDATE schema_version SET version = 99", vec![]);
+    bump.step(&BUMP, vec![]);
     // Runs under the current schema check, then moves the version on.
     e.store().run(&bump).await.expect("bump");
     let err = e

@@ -3,36 +3,38 @@
 use super::stats::{read_stats, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
 use crate::observe::QueueGauge;
+use crate::store::Statement;
 use crate::store::{Program, RunError, Transport};
 
-const IS_SUBSCRIPTION: &str =
-    "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'subscription')";
-const GENERATION_DIFFERS: &str =
-    "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND generation <> ?2)";
+const IS_SUBSCRIPTION: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'subscription')");
+const GENERATION_DIFFERS: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND generation <> ?2)");
 /// Any row in any state: one index seek.
-const HOLDS_MESSAGES: &str = "EXISTS (SELECT 1 FROM messages WHERE queue = ?1)";
+const HOLDS_MESSAGES: Statement = crate::guard!("EXISTS (SELECT 1 FROM messages WHERE queue = ?1)");
 
 /// The queue row and its auxiliary records; seqs are never reset.
-const DELETE_QUEUE: [&str; 4] = [
-    "DELETE FROM dedup WHERE queue = ?1",
-    "DELETE FROM settlement_receipts WHERE queue = ?1",
-    "DELETE FROM receive_attempts WHERE queue = ?1",
-    "DELETE FROM queues WHERE name = ?1",
+const DELETE_QUEUE: [Statement; 4] = [
+    crate::statement!("DELETE FROM dedup WHERE queue = ?1"),
+    crate::statement!("DELETE FROM settlement_receipts WHERE queue = ?1"),
+    crate::statement!("DELETE FROM receive_attempts WHERE queue = ?1"),
+    crate::statement!("DELETE FROM queues WHERE name = ?1"),
 ];
 
 /// Entity counts for Status.
-const ENTITY_COUNTS: &str = "SELECT \
+const ENTITY_COUNTS: Statement = crate::statement!(
+    "SELECT \
   (SELECT count(*) FROM queues WHERE kind = 'queue'), \
-  (SELECT count(*) FROM subscriptions)";
+  (SELECT count(*) FROM subscriptions)"
+);
 
 /// Every queue's kind, Stats' columns, and its row count in any state (the
 /// rows in none of the five states are reported as `unexpected`).
-fn gauges_sql() -> String {
-    format!(
-        "SELECT q.name, q.kind, {STATE_COLUMNS}, \
-         (SELECT count(*) FROM messages WHERE queue = q.name) FROM queues q ORDER BY q.name"
-    )
-}
+const GAUGES: Statement = crate::statement!(const_format::concatcp!(
+    "SELECT q.name, q.kind, ",
+    STATE_COLUMNS,
+    ", (SELECT count(*) FROM messages WHERE queue = q.name) FROM queues q ORDER BY q.name"
+));
 
 /// Numbers of entities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,14 +55,14 @@ impl<T: Transport> Engine<T> {
             ));
         }
         let mut program = Program::write();
-        let missing = program.guard(QUEUE_MISSING, vec![name.into()]);
-        let subscription = program.guard(IS_SUBSCRIPTION, vec![name.into()]);
-        let changed = program.guard(GENERATION_DIFFERS, vec![name.into(), generation.into()]);
+        let missing = program.guard(&QUEUE_MISSING, vec![name.into()]);
+        let subscription = program.guard(&IS_SUBSCRIPTION, vec![name.into()]);
+        let changed = program.guard(&GENERATION_DIFFERS, vec![name.into(), generation.into()]);
         // Rows whose TTL ran out must not keep the queue non-empty.
         let housekeeping = self.housekeeping(&mut program, name);
-        let not_empty = program.guard(HOLDS_MESSAGES, vec![name.into()]);
-        for sql in DELETE_QUEUE {
-            program.step(sql, vec![name.into()]);
+        let not_empty = program.guard(&HOLDS_MESSAGES, vec![name.into()]);
+        for statement in &DELETE_QUEUE {
+            program.step(statement, vec![name.into()]);
         }
         match self.run(&mut program).await {
             Ok(committed) => {
@@ -82,7 +84,7 @@ impl<T: Transport> Engine<T> {
     /// Entity counts (one read).
     pub async fn entity_counts(&self) -> Result<EntityCounts, EngineError> {
         let mut program = Program::read();
-        let counts = program.step(ENTITY_COUNTS, vec![]);
+        let counts = program.step(&ENTITY_COUNTS, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         let row = committed.first_row(counts).ok_or_else(|| {
             EngineError::Store(crate::store::StoreError::Failed("no counts".into()))
@@ -98,7 +100,7 @@ impl<T: Transport> Engine<T> {
     pub async fn gauges(&self) -> Result<Vec<QueueGauge>, EngineError> {
         let mut program = Program::write();
         self.housekeeping_all(&mut program);
-        let gauges = program.step(self.sql(&gauges_sql()), vec![]);
+        let gauges = program.step(&GAUGES, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         let mut queues = Vec::new();
         for row in committed.rows(gauges) {

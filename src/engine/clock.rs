@@ -3,8 +3,9 @@
 //! In production `now` is read inside each SQL statement from the database
 //! (`unixepoch('subsec')`), so every isolate and colo agrees and a drifting
 //! Worker clock can never extend a lease. Tests swap in a manual clock whose
-//! value is spliced into the same SQL as a literal, so time-based cases run
-//! instantly and deterministically through exactly the same statements.
+//! value is bound to the clock parameter of the very same constant
+//! statements (see `store::statement`), so time-based cases run instantly
+//! and deterministically.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -29,12 +30,6 @@ fn system_ms() -> i64 {
 fn system_ms() -> i64 {
     0
 }
-
-/// SQL expression for the database's current time in epoch milliseconds.
-const DATABASE_NOW: &str = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
-
-/// Placeholder for `now` inside the engine's SQL templates.
-pub const NOW: &str = "{now}";
 
 #[derive(Debug, Clone, Default)]
 pub enum Clock {
@@ -73,14 +68,6 @@ impl Clock {
         match self {
             Clock::Manual(now) => now.load(Ordering::SeqCst),
             Clock::Database => WALL_CLOCK.get().map_or_else(system_ms, |read| read()),
-        }
-    }
-
-    /// Expands the `{now}` placeholders of an SQL template.
-    pub fn sql(&self, template: &str) -> String {
-        match self {
-            Clock::Database => template.replace(NOW, DATABASE_NOW),
-            Clock::Manual(now) => template.replace(NOW, &now.load(Ordering::SeqCst).to_string()),
         }
     }
 }

@@ -3,13 +3,16 @@
 use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::observe::Event;
+use const_format::str_replace;
+
+use crate::store::Statement;
 use crate::store::{Program, Transport};
 
 /// T15: lock the requested deferred rows of this queue whose TTL has not
 /// run out, each at its first position in the request (a repeated seq is
 /// skipped: it is already locked). No ordering rule, no max-delivery check.
 /// `?2` seqs, `?3` tokens (one per request position).
-pub(super) const CLAIM_DEFERRED: &str = "\
+const CLAIM_DEFERRED_TEMPLATE: &str = "\
 WITH picked AS MATERIALIZED (
   SELECT min(CAST(j.key AS INTEGER)) AS n, m.id FROM json_each(?2) j CROSS JOIN messages m ON m.id = j.value
   WHERE m.queue = ?1 AND m.state = 'deferred' AND (m.expires_at = 0 OR m.expires_at > {now})
@@ -19,10 +22,12 @@ LOCK_PICKED";
 /// T4: only a never-delivered scheduled send that is not yet due; a due one
 /// already counts as active (lazy activation), a backoff-parked redelivery
 /// (count ≥ 1) is never cancellable.
-pub(super) const CANCEL: &str = "\
+pub(super) const CANCEL: Statement = crate::statement!(
+    "\
 DELETE FROM messages
 WHERE id = ?2 AND queue = ?1 AND state = 'scheduled' AND delivery_count = 0 AND visible_at > {now}
-RETURNING id";
+RETURNING id"
+);
 
 impl<T: Transport> Engine<T> {
     /// Locks deferred messages by seq, in request order; anything else is
@@ -37,9 +42,9 @@ impl<T: Transport> Engine<T> {
         let seqs_json = serde_json::to_string(seqs).unwrap_or_default();
         let mut program = Program::write();
         let housekeeping = self.housekeeping(&mut program, queue);
-        let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
+        let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
         let claimed = program.step(
-            self.sql(&claim_deferred_sql()),
+            &CLAIM_DEFERRED,
             vec![queue.into(), seqs_json.into(), tokens.into()],
         );
         let committed = self.run(&mut program).await.map_err(unexpected)?;
@@ -57,7 +62,7 @@ impl<T: Transport> Engine<T> {
     pub async fn cancel(&self, queue: &str, seq: i64) -> Result<(), EngineError> {
         require_name(queue)?;
         let mut program = Program::write();
-        let deleted = program.step(self.sql(CANCEL), vec![queue.into(), seq.into()]);
+        let deleted = program.step(&CANCEL, vec![queue.into(), seq.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         match committed.first_row(deleted) {
             Some(_) => {
@@ -69,7 +74,9 @@ impl<T: Transport> Engine<T> {
     }
 }
 
-/// The ReceiveDeferred statement with the shared locking tail spliced in.
-pub(super) fn claim_deferred_sql() -> String {
-    CLAIM_DEFERRED.replace("LOCK_PICKED", &LOCK_PICKED.replace("TOKENS", "?3"))
-}
+/// The ReceiveDeferred statement with the shared locking tail.
+pub(super) const CLAIM_DEFERRED: Statement = crate::statement!(str_replace!(
+    CLAIM_DEFERRED_TEMPLATE,
+    "LOCK_PICKED",
+    str_replace!(LOCK_PICKED, "TOKENS", "?3")
+));

@@ -2,6 +2,9 @@
 
 use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter, QUEUE_MISSING};
 use crate::observe::Event;
+use const_format::str_replace;
+
+use crate::store::Statement;
 use crate::store::{Program, RunError, Transport};
 
 /// How long one Redrive call keeps moving paced chunks before it returns
@@ -31,34 +34,53 @@ SELECT id FROM messages WHERE queue = ?1 AND state = 'dead_lettered'
 
 /// T18: back to active with a fresh delivery count; `expires_at` and
 /// `enqueued_at` are kept [quirk].
-const REDRIVE_IN_PLACE: &str = "\
+const REDRIVE_IN_PLACE: Statement = crate::statement!(str_replace!(
+    "\
 UPDATE messages SET state = 'active', delivery_count = 0, visible_at = 0,
   dead_letter_reason = NULL, dead_letter_description = NULL, lock_token = NULL, locked_until = 0
-WHERE id IN (CANDIDATES) RETURNING id";
+WHERE id IN (CANDIDATES) RETURNING id",
+    "CANDIDATES",
+    CANDIDATES
+));
 
 /// T19, step 1: mark this chunk with one-off tokens (`marker:id`, unique
 /// like every lock token) so the copy and the delete below act on exactly
 /// the same rows: one clock read decides the chunk.
-const MARK_CHUNK: &str =
-    "UPDATE messages SET lock_token = ?4 || ':' || id WHERE id IN (CANDIDATES)";
+const MARK_CHUNK: Statement = crate::statement!(str_replace!(
+    "UPDATE messages SET lock_token = ?4 || ':' || id WHERE id IN (CANDIDATES)",
+    "CANDIDATES",
+    CANDIDATES
+));
 
 /// The marked rows, as a range on the lock-token index (`;` follows `:`).
 const MARKED: &str = "lock_token > ?4 || ':' AND lock_token < ?4 || ';'";
 
 /// T19, step 2: fresh active copies in the target (new seq, enqueued now,
 /// no TTL, no schedule); no dedup, filter or group check [quirk].
-const COPY_CHUNK: &str = "\
+const COPY_CHUNK: Statement = crate::statement!(str_replace!(
+    "\
 INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, delivery_count,
   message_id, correlation_id, reply_to, group_id, content_type, subject, properties, body)
 SELECT ?5, 'active', 0, {now}, 0, 0, message_id, correlation_id, reply_to, group_id,
   content_type, subject, properties, body
-FROM messages WHERE queue = ?1 AND MARKED ORDER BY id RETURNING id";
+FROM messages WHERE queue = ?1 AND MARKED ORDER BY id RETURNING id",
+    "MARKED",
+    MARKED
+));
 
 /// T19, step 3: the originals go.
-const DELETE_CHUNK: &str = "DELETE FROM messages WHERE queue = ?1 AND MARKED";
+const DELETE_CHUNK: Statement = crate::statement!(str_replace!(
+    "DELETE FROM messages WHERE queue = ?1 AND MARKED",
+    "MARKED",
+    MARKED
+));
 
 /// T20: Purge deletes dead letters only.
-const PURGE: &str = "DELETE FROM messages WHERE id IN (CANDIDATES) RETURNING id";
+const PURGE: Statement = crate::statement!(str_replace!(
+    "DELETE FROM messages WHERE id IN (CANDIDATES) RETURNING id",
+    "CANDIDATES",
+    CANDIDATES
+));
 
 fn non_negative(value: i64, message: String) -> Result<(), EngineError> {
     if value < 0 {
@@ -117,11 +139,10 @@ impl<T: Transport> Engine<T> {
         chunk: i64,
     ) -> Result<i64, EngineError> {
         let limit = if chunk == i64::MAX { -1 } else { chunk };
-        let candidates = self.sql(CANDIDATES);
         let mut program = Program::write();
-        let source_missing = program.guard(QUEUE_MISSING, vec![request.queue.as_str().into()]);
-        let target_missing =
-            (!in_place).then(|| program.guard(QUEUE_MISSING, vec![request.target.as_str().into()]));
+        let source_missing = program.guard(&QUEUE_MISSING, vec![request.queue.as_str().into()]);
+        let target_missing = (!in_place)
+            .then(|| program.guard(&QUEUE_MISSING, vec![request.target.as_str().into()]));
         let housekeeping = self.housekeeping(&mut program, &request.queue);
         let args = |extra: Vec<crate::store::hrana::Value>| {
             let mut args = vec![
@@ -133,21 +154,15 @@ impl<T: Transport> Engine<T> {
             args
         };
         let moved = if in_place {
-            program.step(
-                self.sql(&REDRIVE_IN_PLACE.replace("CANDIDATES", &candidates)),
-                args(vec![]),
-            )
+            program.step(&REDRIVE_IN_PLACE, args(vec![]))
         } else {
             let marker = format!("redrive:{}", random_hex(16)?);
             // Each statement binds exactly the parameters it uses.
             let marked = || args(vec![marker.as_str().into()]);
             let copy_args = args(vec![marker.as_str().into(), request.target.as_str().into()]);
-            program.step(
-                self.sql(&MARK_CHUNK.replace("CANDIDATES", &candidates)),
-                marked(),
-            );
-            let copied = program.step(self.sql(&COPY_CHUNK.replace("MARKED", MARKED)), copy_args);
-            program.step(DELETE_CHUNK.replace("MARKED", MARKED), marked());
+            program.step(&MARK_CHUNK, marked());
+            let copied = program.step(&COPY_CHUNK, copy_args);
+            program.step(&DELETE_CHUNK, marked());
             copied
         };
         match self.run(&mut program).await {
@@ -181,11 +196,11 @@ impl<T: Transport> Engine<T> {
         non_negative(max, format!("max must be >= 0 (got {max})"))?;
         non_negative(older_than_ms, "older-than must be >= 0".into())?;
         let mut program = Program::write();
-        let missing = program.guard(QUEUE_MISSING, vec![queue.into()]);
+        let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         let limit = if max > 0 { max } else { -1 };
         let purged = program.step(
-            self.sql(&PURGE.replace("CANDIDATES", &self.sql(CANDIDATES))),
+            &PURGE,
             vec![queue.into(), older_than_ms.into(), limit.into()],
         );
         match self.run(&mut program).await {

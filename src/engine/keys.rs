@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::{random_hex, unexpected, Clock, Engine, EngineError};
+use super::{random_hex, unexpected, Engine, EngineError};
 use crate::store::hrana::Value;
+use crate::store::Statement;
 use crate::store::{Program, RunError, Transport};
 
 /// A key's permission set, stored as send=1, listen=2, send+listen=3,
@@ -82,8 +83,10 @@ pub struct KeyCheck {
 
 /// Guard: the key is unknown, revoked, expired (the expiry instant counts
 /// as expired) or lacks the permission bits `?2`.
-pub(super) const KEY_REFUSED: &str = "NOT EXISTS (SELECT 1 FROM access_keys WHERE token_hash = ?1 \
-     AND revoked_at = 0 AND (expires_at = 0 OR expires_at > {now}) AND (permissions & ?2) = ?2)";
+pub(super) const KEY_REFUSED: Statement = crate::guard!(
+    "NOT EXISTS (SELECT 1 FROM access_keys WHERE token_hash = ?1 \
+     AND revoked_at = 0 AND (expires_at = 0 OR expires_at > {now}) AND (permissions & ?2) = ?2)"
+);
 
 impl KeyCheck {
     /// A check for `token` if it has the generated format (`mqk_` + 64
@@ -110,9 +113,9 @@ impl KeyCheck {
         self.verified.store(true, Ordering::SeqCst);
     }
 
-    pub(super) fn attach(&self, program: &mut Program, clock: &Clock) {
+    pub(super) fn attach(&self, program: &mut Program) {
         program.set_prelude(
-            &clock.sql(KEY_REFUSED),
+            &KEY_REFUSED,
             vec![blob(&self.digest), self.required.0.into()],
         );
     }
@@ -192,24 +195,54 @@ pub struct KeyPage {
 const DEFAULT_PAGE: i64 = 100;
 const MAX_PAGE: i64 = 1000;
 
-const LOOKUP: &str = "SELECT permissions, revoked_at, \
+const LOOKUP: Statement = crate::statement!(
+    "SELECT permissions, revoked_at, \
      CASE WHEN expires_at <> 0 AND expires_at <= {now} THEN 1 ELSE 0 END \
-     FROM access_keys WHERE token_hash = ?1";
+     FROM access_keys WHERE token_hash = ?1"
+);
 
-const EXPIRY_NOT_FUTURE: &str = "?1 <> 0 AND ?1 <= {now}";
+const EXPIRY_NOT_FUTURE: Statement = crate::guard!("?1 <> 0 AND ?1 <= {now}");
 
 /// Inserts unless the id or the digest exists (either is `key_conflict`).
-const INSERT_KEY: &str = "\
+const INSERT_KEY: Statement = crate::statement!(
+    "\
 INSERT INTO access_keys (id, name, token_hash, permissions, created_at, expires_at)
-VALUES (?1, ?2, ?3, ?4, {now}, ?5) ON CONFLICT DO NOTHING RETURNING created_at";
+VALUES (?1, ?2, ?3, ?4, {now}, ?5) ON CONFLICT DO NOTHING RETURNING created_at"
+);
 
-const KEY_COLUMNS: &str = "id, name, permissions, created_at, expires_at, revoked_at";
+macro_rules! key_columns {
+    () => {
+        "id, name, permissions, created_at, expires_at, revoked_at"
+    };
+}
 
-const KEY_MISSING: &str = "NOT EXISTS (SELECT 1 FROM access_keys WHERE id = ?1)";
+/// ListKeys by id, after `?1`, `?2` rows.
+const KEYS_BY_ID: Statement = crate::statement!(concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM access_keys WHERE id > ?1 ORDER BY id LIMIT ?2"
+));
+
+/// ListKeys newest first, after the key `?1` ('' = from the start).
+const KEYS_BY_CREATION: Statement = crate::statement!(concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM access_keys WHERE ?1 = '' OR (created_at, id) < \
+     (SELECT created_at, id FROM access_keys WHERE id = ?1) \
+     ORDER BY created_at DESC, id DESC LIMIT ?2"
+));
+
+/// Guard: the cursor key `?1` of a newest-first page does not exist.
+const CURSOR_MISSING: Statement =
+    crate::guard!("?1 <> '' AND NOT EXISTS (SELECT 1 FROM access_keys WHERE id = ?1)");
+
+const KEY_MISSING: Statement =
+    crate::guard!("NOT EXISTS (SELECT 1 FROM access_keys WHERE id = ?1)");
 
 /// Revocation is permanent and keeps its first instant.
-const REVOKE: &str =
-    "UPDATE access_keys SET revoked_at = max({now}, 1) WHERE id = ?1 AND revoked_at = 0";
+const REVOKE: Statement = crate::statement!(
+    "UPDATE access_keys SET revoked_at = max({now}, 1) WHERE id = ?1 AND revoked_at = 0"
+);
 
 fn blob(bytes: &[u8]) -> Value {
     Value::Blob {
@@ -244,7 +277,8 @@ impl<T: Transport> Engine<T> {
     /// request whose programs never ran the check).
     pub async fn key_state(&self, key: &KeyCheck) -> Result<KeyState, EngineError> {
         let mut program = Program::read();
-        let lookup = program.step(self.sql(LOOKUP), vec![blob(&key.digest)]);
+        let lookup = program.step(&LOOKUP, vec![blob(&key.digest)]);
+        program.set_now(self.clock.manual_now());
         let committed = self.store.run(&program).await.map_err(unexpected)?;
         let Some(row) = committed.first_row(lookup) else {
             return Ok(KeyState::Unknown);
@@ -275,12 +309,9 @@ impl<T: Transport> Engine<T> {
         let token = format!("mqk_{}", random_hex(32)?);
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut program = Program::write();
-        let past = program.guard(
-            &self.sql(EXPIRY_NOT_FUTURE),
-            vec![request.expires_at_ms.into()],
-        );
+        let past = program.guard(&EXPIRY_NOT_FUTURE, vec![request.expires_at_ms.into()]);
         let insert = program.step(
-            self.sql(INSERT_KEY),
+            &INSERT_KEY,
             vec![
                 request.id.as_str().into(),
                 request.name.as_str().into(),
@@ -336,28 +367,10 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::read();
         let args = vec![after_id.into(), (limit + 1).into()];
         let (unknown_cursor, page) = match sort {
-            KeySort::IdAsc => (
-                None,
-                program.step(
-                    format!(
-                        "SELECT {KEY_COLUMNS} FROM access_keys WHERE id > ?1 ORDER BY id LIMIT ?2"
-                    ),
-                    args,
-                ),
-            ),
+            KeySort::IdAsc => (None, program.step(&KEYS_BY_ID, args)),
             KeySort::CreatedDesc => (
-                Some(program.guard(
-                    &format!("?1 <> '' AND {KEY_MISSING}"),
-                    vec![after_id.into()],
-                )),
-                program.step(
-                    format!(
-                        "SELECT {KEY_COLUMNS} FROM access_keys WHERE ?1 = '' OR (created_at, id) < \
-                         (SELECT created_at, id FROM access_keys WHERE id = ?1) \
-                         ORDER BY created_at DESC, id DESC LIMIT ?2"
-                    ),
-                    args,
-                ),
+                Some(program.guard(&CURSOR_MISSING, vec![after_id.into()])),
+                program.step(&KEYS_BY_CREATION, args),
             ),
         };
         let committed = match self.run(&mut program).await {
@@ -393,8 +406,8 @@ impl<T: Transport> Engine<T> {
     pub async fn revoke_key(&self, id: &str) -> Result<(), EngineError> {
         check_id(id)?;
         let mut program = Program::write();
-        let missing = program.guard(KEY_MISSING, vec![id.into()]);
-        program.step(self.sql(REVOKE), vec![id.into()]);
+        let missing = program.guard(&KEY_MISSING, vec![id.into()]);
+        program.step(&REVOKE, vec![id.into()]);
         match self.run(&mut program).await {
             Ok(_) => Ok(()),
             Err(RunError::Rejected(step)) if step == missing => Err(EngineError::NotFound),

@@ -4,16 +4,32 @@
 //! statements for every queue. Scoped to one queue, each statement is an
 //! index seek on a queue-leading partial index, so an idle queue costs nothing.
 
+use const_format::{concatcp, str_replace};
+
 use super::Engine;
 use crate::observe::Event;
-use crate::store::{Committed, Program, StepId, Transport};
+use crate::store::{Committed, Program, Statement, StepId, Transport};
 
-/// Placeholder for which queues a housekeeping statement covers.
-const SCOPE: &str = "SCOPE";
-/// One queue (`?1`).
-const ONE_QUEUE: &str = "queue = ?1";
-/// Every queue (the cron sweep).
-const EVERY_QUEUE: &str = "queue IN (SELECT name FROM queues)";
+/// One queue's statement (`?1`), returning each changed row's new state.
+macro_rules! for_one_queue {
+    ($template:expr) => {
+        crate::statement!(concatcp!(
+            str_replace!($template, "SCOPE", "queue = ?1"),
+            " RETURNING state"
+        ))
+    };
+}
+
+/// Every queue's statement (the cron sweep and the gauges).
+macro_rules! for_every_queue {
+    ($template:expr) => {
+        crate::statement!(str_replace!(
+            $template,
+            "SCOPE",
+            "queue IN (SELECT name FROM queues)"
+        ))
+    };
+}
 
 /// T14: expired leases become claimable again, or dead letters once the
 /// delivery count is used up.
@@ -47,15 +63,23 @@ DELETE FROM messages
 WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}
   AND (SELECT dead_letter_on_expire FROM queues WHERE name = messages.queue) = 0";
 
-/// In the order reap → activate → expire.
-const STEPS: [&str; 4] = [
-    REAP_EXPIRED_LEASES,
-    ACTIVATE_DUE_SCHEDULED,
-    DEAD_LETTER_EXPIRED,
-    DISCARD_EXPIRED,
+/// One queue's housekeeping, in the order reap → activate → expire.
+pub(super) const ONE_QUEUE: [Statement; 4] = [
+    for_one_queue!(REAP_EXPIRED_LEASES),
+    for_one_queue!(ACTIVATE_DUE_SCHEDULED),
+    for_one_queue!(DEAD_LETTER_EXPIRED),
+    for_one_queue!(DISCARD_EXPIRED),
 ];
 
-/// What each step's returned rows mean (§19), in [`STEPS`] order. The
+/// Every queue's housekeeping, in the same order.
+pub(super) const EVERY_QUEUE: [Statement; 4] = [
+    for_every_queue!(REAP_EXPIRED_LEASES),
+    for_every_queue!(ACTIVATE_DUE_SCHEDULED),
+    for_every_queue!(DEAD_LETTER_EXPIRED),
+    for_every_queue!(DISCARD_EXPIRED),
+];
+
+/// What each step's returned rows mean (§19), in [`ONE_QUEUE`] order. The
 /// reaper returns each row's new state: a lease that ran out of deliveries
 /// is also a dead letter.
 const EVENTS: [Event; 4] = [
@@ -64,11 +88,6 @@ const EVENTS: [Event; 4] = [
     Event::DeadLettered,
     Event::TtlDiscarded,
 ];
-
-/// A housekeeping statement scoped to one queue (`?1`).
-pub(super) fn for_one_queue(template: &str) -> String {
-    template.replace(SCOPE, ONE_QUEUE)
-}
 
 /// The steps of one queue's housekeeping inside a program, so the caller
 /// can count what they did once the program committed.
@@ -82,10 +101,10 @@ impl<T: Transport> Engine<T> {
     /// Appends one queue's housekeeping to a write program. Each statement
     /// returns the state of every row it changed (one small row each).
     pub(crate) fn housekeeping(&self, program: &mut Program, queue: &str) -> Housekeeping {
-        let steps = STEPS.map(|template| {
-            let sql = format!("{} RETURNING state", for_one_queue(template));
-            program.step(self.sql(&sql), vec![queue.into()])
-        });
+        let mut steps = [StepId(0); 4];
+        for (step, statement) in steps.iter_mut().zip(&ONE_QUEUE) {
+            *step = program.step(statement, vec![queue.into()]);
+        }
         Housekeeping {
             queue: queue.to_owned(),
             steps,
@@ -110,8 +129,8 @@ impl<T: Transport> Engine<T> {
 
     /// Appends every queue's housekeeping to a write program (the sweep).
     pub(crate) fn housekeeping_all(&self, program: &mut Program) {
-        for template in STEPS {
-            program.step(self.sql(&template.replace(SCOPE, EVERY_QUEUE)), vec![]);
+        for statement in &EVERY_QUEUE {
+            program.step(statement, vec![]);
         }
     }
 }

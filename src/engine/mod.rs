@@ -38,7 +38,7 @@ pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
 use std::sync::Arc;
 
 use crate::observe::{classify, Event, FilterStage, Registry, StorageOp, StorageOutcome};
-use crate::store::{Committed, Program, RunError, Store, StoreError, Transport};
+use crate::store::{Committed, Program, RunError, Statement, Store, StoreError, Transport};
 
 /// Every way an RPC can fail, in domain terms. The wire layer owns the
 /// mapping to status codes.
@@ -181,8 +181,9 @@ impl<T: Transport> Engine<T> {
         program: &mut Program,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
         if let Some(key) = &self.credential {
-            key.attach(program, &self.clock);
+            key.attach(program);
         }
+        program.set_now(self.clock.manual_now());
         let started = self.clock.wall_ms();
         let result = self.store.run_keeping(program).await;
         self.note_storage(program, &result, started);
@@ -243,11 +244,6 @@ impl<T: Transport> Engine<T> {
         let seconds = (self.clock.wall_ms() - started_ms).max(0) as f64 / 1000.0;
         registry.record_storage(op, outcome, code, seconds, 0);
     }
-
-    /// Expands `{now}` in an SQL template with this engine's clock.
-    fn sql(&self, template: &str) -> String {
-        self.clock.sql(template)
-    }
 }
 
 /// Maps a run failure whose guards the caller did not expect.
@@ -281,10 +277,10 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// A row exactly when queue `?1` exists.
-const QUEUE_EXISTS: &str = "SELECT 1 FROM queues WHERE name = ?1";
+const QUEUE_EXISTS: Statement = crate::statement!("SELECT 1 FROM queues WHERE name = ?1");
 
-/// Guard condition: queue `?1` does not exist.
-const QUEUE_MISSING: &str = "NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
+/// Guard: queue `?1` does not exist.
+const QUEUE_MISSING: Statement = crate::guard!("NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)");
 
 /// Rejects an empty queue name before any lookup (decisions.md #1).
 fn require_name(name: &str) -> Result<(), EngineError> {

@@ -2,6 +2,7 @@
 //! housekeeping; never locks, never shows a token.
 
 use super::{unexpected, Engine, EngineError};
+use crate::store::Statement;
 use crate::store::{Program, Row, Transport};
 
 const DEFAULT_MAX: i64 = 32;
@@ -42,13 +43,27 @@ pub struct PeekedMessage {
 /// crosses the body budget `?4` (at least one row always). With a state
 /// filter (`?5`) the (queue, state, id) index serves the seek; without one,
 /// the (queue) index yields rows in seq order.
-pub(super) const PEEK: &str = "\
+const PEEK_TEMPLATE: &str = "\
 SELECT id, state, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count, enqueued_at, visible_at, expires_at, locked_until,
   dead_letter_reason, dead_letter_description
 FROM (SELECT *, sum(length(body)) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - length(body) AS before
       FROM (SELECT * FROM messages WHERE queue = ?1 STATE_FILTER AND id >= ?2 ORDER BY id LIMIT ?3))
 WHERE before < ?4 ORDER BY id";
+
+/// Peek over every state (the (queue) index).
+pub(super) const PEEK_ALL: Statement = crate::statement!(const_format::str_replace!(
+    PEEK_TEMPLATE,
+    "STATE_FILTER",
+    ""
+));
+
+/// Peek over one state `?5` (the (queue, state, id) index).
+pub(super) const PEEK_STATE: Statement = crate::statement!(const_format::str_replace!(
+    PEEK_TEMPLATE,
+    "STATE_FILTER",
+    "AND state = ?5"
+));
 
 impl<T: Transport> Engine<T> {
     pub async fn peek(&self, request: &PeekRequest) -> Result<Vec<PeekedMessage>, EngineError> {
@@ -65,13 +80,13 @@ impl<T: Transport> Engine<T> {
             max.into(),
             self.limits.response_budget_bytes.into(),
         ];
-        let filter = if request.state.is_empty() {
-            ""
+        let statement = if request.state.is_empty() {
+            &PEEK_ALL
         } else {
             args.push(request.state.as_str().into());
-            "AND state = ?5"
+            &PEEK_STATE
         };
-        let rows = program.step(PEEK.replace("STATE_FILTER", filter), args);
+        let rows = program.step(statement, args);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
         committed.rows(rows).map(|row| peeked(&row)).collect()

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{deferred, keys, maintenance, peek, receive, send, settle, stats, topics, Clock};
+use super::{deferred, keys, maintenance, peek, receive, send, settle, stats};
 use crate::store::hrana::Value;
-use crate::store::{HttpReply, Program, Store, Transport, TransportError};
+use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
 struct Local(Arc<Database>);
 
@@ -25,8 +25,9 @@ impl Transport for Local {
     async fn pause(&self, _millis: u32) {}
 }
 
-/// The plan's detail lines for `sql` with `args`, on a migrated database.
-fn plan(sql: &str, args: Vec<Value>) -> Vec<String> {
+/// The plan's detail lines for exactly the text production sends, with
+/// `args`, on a migrated database.
+fn plan(statement: &Statement, args: Vec<Value>) -> Vec<String> {
     let dir = std::env::temp_dir().join(format!(
         "mqlite-plans-{}-{}",
         std::process::id(),
@@ -35,11 +36,15 @@ fn plan(sql: &str, args: Vec<Value>) -> Vec<String> {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let db = Arc::new(Database::open(dir.join("plans.db"), None).expect("database"));
     let store = Store::new(Local(db));
+    // A test-only statement; leaking it gives it the 'static lifetime
+    // every program step has.
+    let explain: &'static Statement = Box::leak(Box::new(Statement {
+        sql: Box::leak(format!("EXPLAIN QUERY PLAN {}", statement.sql).into_boxed_str()),
+        clock_param: statement.clock_param,
+    }));
     let mut program = Program::read();
-    let step = program.step(
-        format!("EXPLAIN QUERY PLAN {}", Clock::manual(0).sql(sql)),
-        args,
-    );
+    program.set_now(Some(0));
+    let step = program.step(explain, args);
     let committed = pollster::block_on(store.run(&program)).expect("explain");
     let details = committed
         .rows(step)
@@ -64,8 +69,10 @@ fn int(n: i64) -> Value {
 /// Every access to `messages` is an index or primary-key search.
 fn assert_no_message_scan(name: &str, details: &[String]) {
     for d in details {
-        let scans_messages = d.starts_with("SCAN ")
-            && ["messages", " m", " b", " c"].iter().any(|t| d.contains(t))
+        let scanned = d
+            .strip_prefix("SCAN ")
+            .and_then(|r| r.split_whitespace().next());
+        let scans_messages = scanned.is_some_and(|t| ["messages", "m", "b", "c"].contains(&t))
             && !d.contains("VIRTUAL TABLE")
             && !d.contains("CONSTANT ROW");
         assert!(!scans_messages, "{name} scans: {d}\n{details:#?}");
@@ -81,7 +88,6 @@ fn assert_uses(name: &str, details: &[String], expected: &str) {
 
 #[test]
 fn claim_seeks_the_state_index_and_probes_by_index() {
-    let sql = receive::claim_sql();
     let args = vec![
         text("q"),
         int(10),
@@ -90,7 +96,7 @@ fn claim_seeks_the_state_index_and_probes_by_index() {
         text(""),
         text("[]"),
     ];
-    let d = plan(&sql, args);
+    let d = plan(&receive::CLAIM, args);
     assert_no_message_scan("claim", &d);
     assert_uses(
         "claim",
@@ -117,95 +123,107 @@ fn claim_seeks_the_state_index_and_probes_by_index() {
 
 #[test]
 fn housekeeping_uses_queue_leading_partial_indexes() {
-    let cases = [
-        (
-            maintenance::for_one_queue(maintenance::REAP_EXPIRED_LEASES),
-            "messages_lease_expiry (queue=? AND locked_until<?)",
-        ),
-        (
-            maintenance::for_one_queue(maintenance::ACTIVATE_DUE_SCHEDULED),
-            "messages_schedule_due (queue=? AND visible_at<?)",
-        ),
-        (
-            maintenance::for_one_queue(maintenance::DEAD_LETTER_EXPIRED),
-            "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
-        ),
-        (
-            maintenance::for_one_queue(maintenance::DISCARD_EXPIRED),
-            "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
-        ),
+    let indexes = [
+        "messages_lease_expiry (queue=? AND locked_until<?)",
+        "messages_schedule_due (queue=? AND visible_at<?)",
+        "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
+        "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
     ];
-    for (sql, index) in cases {
-        let d = plan(&sql, vec![text("q")]);
-        assert_no_message_scan(&sql, &d);
-        assert_uses(&sql, &d, index);
+    for (statement, index) in maintenance::ONE_QUEUE.iter().zip(indexes) {
+        let d = plan(statement, vec![text("q")]);
+        assert_no_message_scan(statement.sql, &d);
+        assert_uses(statement.sql, &d, index);
     }
 }
 
 #[test]
 fn settlement_finds_rows_by_primary_key() {
     let pairs = text("[[1,\"t\"]]");
-    let record = settle::RECORD_RECEIPTS.replace("RECEIPT_LIFETIME", "1");
-    let d = plan(
-        &record,
-        vec![text("q"), pairs.clone(), text("completed"), text("")],
-    );
+    let key = vec![text("q"), pairs.clone(), text("completed"), text("")];
+    let d = plan(&settle::RECORD_RECEIPTS, key.clone());
     assert_no_message_scan("record receipts", &d);
     assert_uses("record receipts", &d, "USING INTEGER PRIMARY KEY");
-    let complete = settle::COMPLETE.replace("RECEIPTED", settle::RECEIPTED);
-    let d = plan(
-        &complete,
-        vec![text("q"), pairs.clone(), text("completed"), text("")],
-    );
+    let d = plan(&settle::COMPLETE, key.clone());
     assert_no_message_scan("complete", &d);
     assert_uses("complete", &d, "USING INTEGER PRIMARY KEY");
-    let d = plan(settle::RENEW, vec![text("q"), pairs]);
+    let d = plan(&settle::LIVE_RECEIPTS, key);
+    assert_no_scan_of("live receipts", &d, "settlement_receipts");
+    let d = plan(&settle::RENEW, vec![text("q"), pairs]);
     assert_no_message_scan("renew", &d);
     assert_uses("renew", &d, "USING INTEGER PRIMARY KEY");
 }
 
 #[test]
-fn reads_and_sends_seek() {
-    let d = plan(&stats::stats_sql(), vec![text("q")]);
+fn reads_seek() {
+    let d = plan(&stats::STATS, vec![text("q")]);
     assert_no_message_scan("stats", &d);
     assert_uses(
         "stats",
         &d,
         "COVERING INDEX messages_by_state (queue=? AND state=?)",
     );
-    let peek_state = peek::PEEK.replace("STATE_FILTER", "AND state = ?5");
     let d = plan(
-        &peek_state,
+        &peek::PEEK_STATE,
         vec![text("q"), int(0), int(32), int(1), text("active")],
     );
     assert_no_message_scan("peek by state", &d);
-    let peek_all = peek::PEEK.replace("STATE_FILTER", "");
-    let d = plan(&peek_all, vec![text("q"), int(0), int(32), int(1)]);
+    let d = plan(&peek::PEEK_ALL, vec![text("q"), int(0), int(32), int(1)]);
     assert_no_message_scan("peek", &d);
     assert_uses("peek", &d, "messages_by_queue (queue=? AND rowid>?)");
     let d = plan(
-        &deferred::claim_deferred_sql(),
+        &deferred::CLAIM_DEFERRED,
         vec![text("q"), text("[1]"), text("[\"t\"]")],
     );
     assert_no_message_scan("receive deferred", &d);
     assert_uses("receive deferred", &d, "USING INTEGER PRIMARY KEY");
-    let insert = send::INSERT_MESSAGE.replace("NEXT_SEQ", send::NEXT_SEQ);
-    let args = (0..12).map(|_| Value::Null).collect::<Vec<_>>();
-    let d = plan(&insert, args);
-    assert_uses(
-        "send",
-        &d,
-        "SEARCH d USING PRIMARY KEY (queue=? AND dedup_key=?)",
+    let d = plan(
+        &receive::RECORD_ATTEMPT,
+        vec![text("q"), text("a"), text("[\"t\"]"), int(0)],
     );
-    let record = receive::RECORD_ATTEMPT;
-    let d = plan(record, vec![text("q"), text("a"), text("[\"t\"]"), int(0)]);
     assert_no_message_scan("record attempt", &d);
     assert_uses("record attempt", &d, "messages_lock_token (lock_token=?)");
-    let d = plan(receive::DELETE_CLAIMED, vec![text("[\"t\"]")]);
+    let d = plan(&receive::DELETE_CLAIMED, vec![text("[\"t\"]")]);
     assert_uses(
         "receive-and-delete",
         &d,
         "messages_lock_token (lock_token=?)",
+    );
+}
+
+/// The three statements of every Send, with a two-copy request.
+#[test]
+fn send_statements_seek_dedup_queues_and_subscriptions() {
+    let copies = text(
+        r#"[["q","k1","h1",null,null,null,null,null,null,null,0,1],["q","k2","h2",null,null,null,"g",null,null,null,1,1]]"#,
+    );
+    let key = vec![text("q"), text("0:0"), copies];
+    let mut insert = key.clone();
+    insert.extend([
+        Value::Blob {
+            base64: "AAE=".into(),
+        },
+        int(0),
+        int(0),
+    ]);
+    for (name, statement, args) in [
+        ("reserve dedup keys", &send::RESERVE_DEDUP_KEYS, key.clone()),
+        ("insert messages", &send::INSERT_MESSAGES, insert),
+        ("read outcome", &send::READ_OUTCOME, key),
+    ] {
+        let d = plan(statement, args);
+        assert_no_message_scan(name, &d);
+        assert_no_scan_of(name, &d, "subscriptions");
+        assert_no_scan_of(name, &d, "SCAN q ");
+        assert_no_scan_of(name, &d, "dedup");
+    }
+    let d = plan(
+        &send::RESERVE_DEDUP_KEYS,
+        vec![text("q"), text("0:0"), text("[]")],
+    );
+    assert_uses(
+        "reserve dedup keys",
+        &d,
+        "SEARCH d USING PRIMARY KEY (queue=? AND dedup_key=?)",
     );
 }
 
@@ -220,28 +238,9 @@ fn assert_no_scan_of(name: &str, details: &[String], table: &str) {
 }
 
 #[test]
-fn publish_fingerprint_and_subscriptions_are_index_seeks() {
-    for (name, sql, args) in [
-        (
-            "topic subscriptions",
-            topics::TOPIC_SUBSCRIPTIONS.to_owned(),
-            vec![text("t")],
-        ),
-        (
-            "topic changed",
-            crate::store::guard_sql(topics::TOPIC_CHANGED),
-            vec![text("t"), text("0:0")],
-        ),
-    ] {
-        assert_no_scan_of(name, &plan(&sql, args), "subscriptions");
-    }
-}
-
-#[test]
 fn managed_key_check_is_one_unique_index_seek() {
-    let sql = crate::store::guard_sql(keys::KEY_REFUSED);
     let details = plan(
-        &sql,
+        &keys::KEY_REFUSED,
         vec![
             Value::Blob {
                 base64: "AA==".into(),

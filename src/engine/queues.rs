@@ -1,6 +1,7 @@
 //! CreateQueue (upsert with namespace guards) and ListQueues.
 
 use super::{random_hex, require_name, unexpected, Engine, EngineError};
+use crate::store::Statement;
 use crate::store::{Program, RunError, Transport};
 
 const DEFAULT_LOCK_DURATION_MS: i64 = 30_000;
@@ -102,13 +103,15 @@ impl QueueConfigInput {
 }
 
 /// The name is a live topic (it has subscription rows).
-const IS_TOPIC: &str = "EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?1)";
+const IS_TOPIC: Statement = crate::guard!("EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?1)");
 /// The name exists as a queue of the other kind.
-const IS_OTHER_KIND: &str = "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind <> ?2)";
+const IS_OTHER_KIND: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind <> ?2)");
 
 /// Insert, or overwrite every config column of the same-kind queue; the
 /// generation and creation time of an existing queue are kept.
-const UPSERT_QUEUE: &str = "\
+const UPSERT_QUEUE: Statement = crate::statement!(
+    "\
 INSERT INTO queues (name, kind, lock_duration_ms, max_delivery_count, default_ttl_ms,
   dead_letter_on_expire, dedup_window_ms, ordering_mode, dlq_max_age_ms, dlq_max_count,
   dlq_max_bytes, generation, created_at, updated_at)
@@ -123,12 +126,15 @@ ON CONFLICT (name) DO UPDATE SET
   dlq_max_age_ms = excluded.dlq_max_age_ms,
   dlq_max_count = excluded.dlq_max_count,
   dlq_max_bytes = excluded.dlq_max_bytes,
-  updated_at = excluded.updated_at";
+  updated_at = excluded.updated_at"
+);
 
 /// Every queue of both kinds in byte order of name.
-const LIST_QUEUES: &str = "\
+const LIST_QUEUES: Statement = crate::statement!(
+    "\
 SELECT name, kind, lock_duration_ms, max_delivery_count, default_ttl_ms, dedup_window_ms, generation
-FROM queues ORDER BY name";
+FROM queues ORDER BY name"
+);
 
 impl<T: Transport> Engine<T> {
     /// Creates a queue or reconfigures one of the same kind (semantics §14.1).
@@ -141,10 +147,10 @@ impl<T: Transport> Engine<T> {
         let config = input.validate()?;
         let generation = random_hex(16)?;
         let mut program = Program::write();
-        let topic = program.guard(IS_TOPIC, vec![name.into()]);
-        let other_kind = program.guard(IS_OTHER_KIND, vec![name.into(), config.kind.into()]);
+        let topic = program.guard(&IS_TOPIC, vec![name.into()]);
+        let other_kind = program.guard(&IS_OTHER_KIND, vec![name.into(), config.kind.into()]);
         program.step(
-            self.sql(UPSERT_QUEUE),
+            &UPSERT_QUEUE,
             vec![
                 name.into(),
                 config.kind.into(),
@@ -175,7 +181,7 @@ impl<T: Transport> Engine<T> {
     /// All queues, both kinds, ordered by name.
     pub async fn list_queues(&self) -> Result<Vec<QueueSummary>, EngineError> {
         let mut program = Program::read();
-        let list = program.step(LIST_QUEUES, vec![]);
+        let list = program.step(&LIST_QUEUES, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         committed
             .rows(list)

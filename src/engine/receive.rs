@@ -8,6 +8,9 @@ use serde::Deserialize;
 
 use super::{random_hex, require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::observe::Event;
+use const_format::str_replace;
+
+use crate::store::Statement;
 use crate::store::{Committed, Program, Row, StepId, Transport};
 
 /// Hard caps of the wire contract.
@@ -106,7 +109,7 @@ pub(super) const GROUP_BLOCKED: &str = "\
 /// (the crossing message is included). No row is picked while a live
 /// receive attempt `?5` exists (it is replayed). Each picked row takes its
 /// own CSPRNG token from the JSON array `?6`.
-pub(super) const CLAIM: &str = "\
+const CLAIM_TEMPLATE: &str = "\
 WITH RECURSIVE
 mode(strict) AS (SELECT ordering_mode = 'strict_fifo' FROM queues WHERE name = ?1),
 pick(n, id, bytes, groups) AS (
@@ -161,12 +164,15 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.locked_until, messages.lock_token";
 
 /// A live attempt record: the exact earlier answer.
-pub(super) const FIND_ATTEMPT: &str = "\
-SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}";
+pub(super) const FIND_ATTEMPT: Statement = crate::statement!(
+    "\
+SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}"
+);
 
 /// Records this claim's exact answer under the attempt id, if it claimed
 /// anything; receive-and-delete answers carry no token or lease.
-pub(super) const RECORD_ATTEMPT: &str = "\
+pub(super) const RECORD_ATTEMPT: Statement = crate::statement!(
+    "\
 INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
 SELECT ?1, ?2, response, {now},
   {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
@@ -178,13 +184,16 @@ FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
     'locked_until_ms', CASE WHEN ?4 = 1 THEN NULL ELSE m.locked_until END,
     'lock_token', CASE WHEN ?4 = 1 THEN NULL ELSE m.lock_token END) AS r
   FROM json_each(?3) t CROSS JOIN messages m ON m.lock_token = t.value ORDER BY m.id))
-WHERE claimed > 0";
+WHERE claimed > 0"
+);
 
 /// Receive-and-delete: the claimed rows go in the same transaction.
-pub(super) const DELETE_CLAIMED: &str = "\
+pub(super) const DELETE_CLAIMED: Statement = crate::statement!(
+    "\
 DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count, enqueued_at";
+  properties, delivery_count, enqueued_at"
+);
 
 /// The steps of one claim attempt.
 struct ClaimSteps {
@@ -243,12 +252,12 @@ impl<T: Transport> Engine<T> {
 
         let mut program = Program::write();
         let housekeeping = self.housekeeping(&mut program, queue);
-        let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
+        let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
         let attempt = request.attempt_id.as_str();
         let replay = (!attempt.is_empty())
-            .then(|| program.step(self.sql(FIND_ATTEMPT), vec![queue.into(), attempt.into()]));
+            .then(|| program.step(&FIND_ATTEMPT, vec![queue.into(), attempt.into()]));
         let claim = program.step(
-            self.sql(&claim_sql()),
+            &CLAIM,
             vec![
                 queue.into(),
                 max.into(),
@@ -260,7 +269,7 @@ impl<T: Transport> Engine<T> {
         );
         if !attempt.is_empty() {
             program.step(
-                self.sql(RECORD_ATTEMPT),
+                &RECORD_ATTEMPT,
                 vec![
                     queue.into(),
                     attempt.into(),
@@ -269,7 +278,7 @@ impl<T: Transport> Engine<T> {
                 ],
             );
         }
-        let deleted = delete.then(|| program.step(DELETE_CLAIMED, vec![tokens.as_str().into()]));
+        let deleted = delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
         let replayed = replay.is_some_and(|s| committed.first_row(s).is_some());
@@ -300,13 +309,20 @@ impl<T: Transport> Engine<T> {
     }
 }
 
-/// The claim statement with its head-of-line rules spliced in.
-pub(super) fn claim_sql() -> String {
-    CLAIM
-        .replace("LOCK_PICKED", &LOCK_PICKED.replace("TOKENS", "?6"))
-        .replace("GROUP_BLOCKED", GROUP_BLOCKED)
-        .replace("STRICT_BLOCKED", STRICT_BLOCKED)
-}
+/// The claim statement with its head-of-line rules and locking tail.
+pub(super) const CLAIM: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        str_replace!(
+            CLAIM_TEMPLATE,
+            "LOCK_PICKED",
+            str_replace!(LOCK_PICKED, "TOKENS", "?6")
+        ),
+        "GROUP_BLOCKED",
+        GROUP_BLOCKED
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
 
 /// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON
 /// array, from one CSPRNG draw.

@@ -14,6 +14,7 @@
 
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::observe::Event;
+use crate::store::Statement;
 use crate::store::{Program, Transport};
 
 /// How long an exact settle request can be replayed.
@@ -81,12 +82,12 @@ impl Settlement {
     }
 
     /// The effect on rows whose receipt exists (`RECEIPTED`).
-    fn effect(&self) -> &'static str {
+    fn effect(&self) -> &'static Statement {
         match self {
-            Settlement::Complete => COMPLETE,
-            Settlement::Abandon { .. } => ABANDON,
-            Settlement::Reject { .. } => REJECT,
-            Settlement::Defer => DEFER,
+            Settlement::Complete => &COMPLETE,
+            Settlement::Abandon { .. } => &ABANDON,
+            Settlement::Reject { .. } => &REJECT,
+            Settlement::Defer => &DEFER,
         }
     }
 }
@@ -104,28 +105,39 @@ fn reject_reason(reason: &str) -> &str {
 /// `CROSS JOIN` pins the join order: rows are found by primary key, never
 /// by walking the queue's live leases.
 /// `?1` queue, `?2` JSON array of `[seq, token]` pairs, `?3` operation, `?4` args.
-pub(super) const RECORD_RECEIPTS: &str = "\
+pub(super) const RECORD_RECEIPTS: Statement = crate::statement!(const_format::concatcp!(
+    "\
 INSERT OR REPLACE INTO settlement_receipts
   (queue, seq_number, lock_token, operation, args, created_at, expires_at)
-SELECT m.queue, m.id, m.lock_token, ?3, ?4, {now}, {now} + RECEIPT_LIFETIME
+SELECT m.queue, m.id, m.lock_token, ?3, ?4, {now}, {now} + ",
+    RECEIPT_LIFETIME_MS,
+    "
 FROM json_each(?2) j CROSS JOIN messages m ON m.id = json_extract(j.value, '$[0]')
 WHERE m.queue = ?1 AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
-  AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})";
+  AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})"
+));
 
 /// Rows of this request whose receipt was just written (their token is
 /// still set, so only this call's receipt can match). The unary `+` keeps
 /// the planner on the primary key instead of walking the queue's leases.
-pub(super) const RECEIPTED: &str = "\
-id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AND +state = 'locked'
+macro_rules! receipted {
+    () => {
+        "id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AND +state = 'locked'
   AND EXISTS (SELECT 1 FROM settlement_receipts r WHERE r.queue = ?1 AND r.seq_number = messages.id
-    AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4)";
+    AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4)"
+    };
+}
 
 /// T7: completion deletes the row.
-pub(super) const COMPLETE: &str = "DELETE FROM messages WHERE RECEIPTED RETURNING id, state";
+pub(super) const COMPLETE: Statement = crate::statement!(concat!(
+    "DELETE FROM messages WHERE ",
+    receipted!(),
+    " RETURNING id, state"
+));
 
 /// T8–T10: back to active (no delay), parked as scheduled (delay > 0), or
 /// dead-lettered once the delivery count is used up (delay ignored).
-pub(super) const ABANDON: &str = "\
+pub(super) const ABANDON: Statement = crate::statement!(concat!("\
 UPDATE messages SET
   state = CASE
     WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = ?1) THEN 'dead_lettered'
@@ -139,43 +151,51 @@ UPDATE messages SET
           AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4) + ?5 END,
   lock_token = NULL,
   locked_until = 0
-WHERE RECEIPTED RETURNING id, state";
+WHERE ", receipted!(), " RETURNING id, state"));
 
 /// T11: dead-letter with the client's reason, regardless of the count.
-pub(super) const REJECT: &str = "\
+pub(super) const REJECT: Statement = crate::statement!(concat!(
+    "\
 UPDATE messages SET state = 'dead_lettered', dead_letter_reason = ?5,
   dead_letter_description = nullif(?6, ''), lock_token = NULL, locked_until = 0
-WHERE RECEIPTED RETURNING id, state";
+WHERE ",
+    receipted!(),
+    " RETURNING id, state"
+));
 
 /// T12: parked until ReceiveDeferred.
-pub(super) const DEFER: &str = "\
-UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE RECEIPTED
-RETURNING id, state";
+pub(super) const DEFER: Statement = crate::statement!(concat!(
+    "UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0 WHERE ",
+    receipted!(),
+    " RETURNING id, state"
+));
 
 /// Step 3: the request pairs that hold a live receipt of exactly this
 /// request. Receipts are keyed by the exact (seq, token) pair, so a pair
 /// only has one if that very pair passed the fence — now or in an earlier
 /// identical request — and a correct pair can never vouch for a wrong one
 /// sharing its token (§9.4).
-pub(super) const LIVE_RECEIPTS: &str = "\
+pub(super) const LIVE_RECEIPTS: Statement = crate::statement!(
+    "\
 SELECT r.seq_number, r.lock_token FROM settlement_receipts r
 WHERE r.queue = ?1 AND r.operation = ?3 AND r.args = ?4 AND r.expires_at > {now}
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = r.seq_number
     AND json_extract(j.value, '$[1]') = r.lock_token)
-  AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2))";
+  AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2))"
+);
 
 /// T13: extend live, fenced leases to `now + lock_duration`, never shorter.
 /// Returns the committed deadlines.
-pub(super) const RENEW: &str = "\
+pub(super) const RENEW: Statement = crate::statement!("\
 UPDATE messages SET locked_until = max(locked_until, {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1))
 WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)) AND +queue = ?1 AND +state = 'locked'
   AND +locked_until > {now} AND (expires_at = 0 OR expires_at > {now})
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = messages.id
     AND json_extract(j.value, '$[1]') = messages.lock_token)
-RETURNING id, lock_token, locked_until";
+RETURNING id, lock_token, locked_until");
 
 /// The clock after the renewal statement finished.
-pub(super) const NOW_AFTER: &str = "SELECT {now}";
+pub(super) const NOW_AFTER: Statement = crate::statement!("SELECT {now}");
 
 /// More items than this in one RenewBatch is a 400.
 const MAX_RENEW_BATCH: usize = 512;
@@ -245,12 +265,8 @@ impl<T: Transport> Engine<T> {
                 args.as_str().into(),
             ]
         };
-        let lifetime = RECEIPT_LIFETIME_MS.to_string();
         let mut program = Program::write();
-        program.step(
-            self.sql(&RECORD_RECEIPTS.replace("RECEIPT_LIFETIME", &lifetime)),
-            key(),
-        );
+        program.step(&RECORD_RECEIPTS, key());
         let mut effect_args = key();
         match how {
             Settlement::Abandon { delay_ms } => effect_args.push((*delay_ms).max(0).into()),
@@ -263,11 +279,8 @@ impl<T: Transport> Engine<T> {
             }
             Settlement::Complete | Settlement::Defer => {}
         }
-        let effect = program.step(
-            self.sql(&how.effect().replace("RECEIPTED", RECEIPTED)),
-            effect_args,
-        );
-        let live = program.step(self.sql(LIVE_RECEIPTS), key());
+        let effect = program.step(how.effect(), effect_args);
+        let live = program.step(&LIVE_RECEIPTS, key());
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         // Rows this call changed (replays change none): the §19 events.
         let mut changed = 0;
@@ -347,9 +360,9 @@ impl<T: Transport> Engine<T> {
     ) -> Result<Vec<BatchResult>, EngineError> {
         let pairs = pairs_json(items.iter().map(|i| (i.seq_number, i.lock_token.as_str())));
         let mut program = Program::write();
-        let exists = program.step(QUEUE_EXISTS, vec![queue.into()]);
-        let renewed = program.step(self.sql(RENEW), vec![queue.into(), pairs.as_str().into()]);
-        let now_after = program.step(self.sql(NOW_AFTER), vec![]);
+        let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
+        let renewed = program.step(&RENEW, vec![queue.into(), pairs.as_str().into()]);
+        let now_after = program.step(&NOW_AFTER, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         if committed.first_row(exists).is_none() {
             return Err(EngineError::QueueNotFound);

@@ -1,6 +1,7 @@
 //! Stats (wire §6.10): per-state row counts after the queue's housekeeping.
 
 use super::{require_name, unexpected, Engine, EngineError};
+use crate::store::Statement;
 use crate::store::{Program, Row, RowError, Transport};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,9 +32,11 @@ pub(super) const STATE_COLUMNS: &str = "
     coalesce((SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'locked' ORDER BY id LIMIT 1), {now})), 0)";
 
 /// Stats of queue `?1`: no row when it does not exist.
-pub(super) fn stats_sql() -> String {
-    format!("SELECT {STATE_COLUMNS} FROM queues q WHERE q.name = ?1")
-}
+pub(super) const STATS: Statement = crate::statement!(const_format::concatcp!(
+    "SELECT ",
+    STATE_COLUMNS,
+    " FROM queues q WHERE q.name = ?1"
+));
 
 /// Reads [`STATE_COLUMNS`] starting at column `at`.
 pub(super) fn read_stats(queue: &str, row: &Row, at: usize) -> Result<QueueStats, RowError> {
@@ -58,7 +61,7 @@ impl<T: Transport> Engine<T> {
         require_name(queue)?;
         let mut program = Program::write();
         let housekeeping = self.housekeeping(&mut program, queue);
-        let stats = program.step(self.sql(&stats_sql()), vec![queue.into()]);
+        let stats = program.step(&STATS, vec![queue.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
         let row = committed

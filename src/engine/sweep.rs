@@ -6,6 +6,7 @@
 
 use super::{unexpected, Engine, EngineError};
 use crate::observe::{MaintenanceOutcome, Task};
+use crate::store::Statement;
 use crate::store::{Program, Transport};
 
 /// Broker-wide DLQ retention defaults (`MQLITE_DLQ_*`); 0 = no bound.
@@ -44,56 +45,64 @@ impl Retention {
 const RETENTION_LIMIT: i64 = 100_000;
 
 /// Dedup entries older than the widest window of any queue.
-const DEDUP_JANITOR: &str = "\
-DELETE FROM dedup WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues)";
+const DEDUP_JANITOR: Statement = crate::statement!(
+    "\
+DELETE FROM dedup WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues)"
+);
 
-const RECEIPT_JANITOR: &str = "DELETE FROM settlement_receipts WHERE expires_at <= {now}";
-const ATTEMPT_JANITOR: &str = "DELETE FROM receive_attempts WHERE expires_at <= {now}";
+const RECEIPT_JANITOR: Statement =
+    crate::statement!("DELETE FROM settlement_receipts WHERE expires_at <= {now}");
+const ATTEMPT_JANITOR: Statement =
+    crate::statement!("DELETE FROM receive_attempts WHERE expires_at <= {now}");
 
 /// Dead letters enqueued longer ago than the queue's age bound (§12.4: age
 /// counts from the original enqueue).
-const RETAIN_BY_AGE: &str = "\
+const RETAIN_BY_AGE: Statement = crate::statement!(
+    "\
 DELETE FROM messages WHERE id IN (
   SELECT m.id FROM messages m JOIN queues q ON q.name = m.queue
   WHERE m.state = 'dead_lettered'
     AND (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END) > 0
     AND m.enqueued_at < {now} - (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END)
-  ORDER BY m.id LIMIT ?2)";
+  ORDER BY m.id LIMIT ?2)"
+);
 
 /// Keep the newest `count` dead letters of each queue.
-const RETAIN_BY_COUNT: &str = "\
+const RETAIN_BY_COUNT: Statement = crate::statement!(
+    "\
 DELETE FROM messages WHERE id IN (
   SELECT id FROM (
     SELECT m.id, row_number() OVER (PARTITION BY m.queue ORDER BY m.id DESC) AS rank,
       CASE WHEN q.dlq_max_count > 0 THEN q.dlq_max_count ELSE ?1 END AS cap
     FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
-  WHERE cap > 0 AND rank > cap LIMIT ?2)";
+  WHERE cap > 0 AND rank > cap LIMIT ?2)"
+);
 
 /// Walking newest to oldest, keep dead letters while their cumulative body
 /// size stays within the bound; the first that crosses goes, with all older.
-const RETAIN_BY_BYTES: &str = "\
+const RETAIN_BY_BYTES: Statement = crate::statement!("\
 DELETE FROM messages WHERE id IN (
   SELECT id FROM (
     SELECT m.id,
       sum(length(m.body)) OVER (PARTITION BY m.queue ORDER BY m.id DESC ROWS UNBOUNDED PRECEDING) AS kept,
       CASE WHEN q.dlq_max_bytes > 0 THEN q.dlq_max_bytes ELSE ?1 END AS cap
     FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
-  WHERE cap > 0 AND kept > cap LIMIT ?2)";
+  WHERE cap > 0 AND kept > cap LIMIT ?2)");
 
 impl<T: Transport> Engine<T> {
     /// One maintenance pass over every queue, in one transaction.
     pub async fn sweep(&self, retention: &Retention) -> Result<(), EngineError> {
         let mut program = Program::write();
         self.housekeeping_all(&mut program);
-        for sql in [DEDUP_JANITOR, RECEIPT_JANITOR, ATTEMPT_JANITOR] {
-            program.step(self.sql(sql), vec![]);
+        for statement in [&DEDUP_JANITOR, &RECEIPT_JANITOR, &ATTEMPT_JANITOR] {
+            program.step(statement, vec![]);
         }
-        for (sql, bound) in [
-            (RETAIN_BY_AGE, retention.max_age_ms),
-            (RETAIN_BY_COUNT, retention.max_count),
-            (RETAIN_BY_BYTES, retention.max_bytes),
+        for (statement, bound) in [
+            (&RETAIN_BY_AGE, retention.max_age_ms),
+            (&RETAIN_BY_COUNT, retention.max_count),
+            (&RETAIN_BY_BYTES, retention.max_bytes),
         ] {
-            program.step(self.sql(sql), vec![bound.into(), RETENTION_LIMIT.into()]);
+            program.step(statement, vec![bound.into(), RETENTION_LIMIT.into()]);
         }
         let started = self.clock.wall_ms();
         let result = self.run(&mut program).await;

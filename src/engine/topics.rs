@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use super::{random_hex, unexpected, Engine, EngineError};
 use crate::filter::{Filter, FilterInput};
-use crate::store::{Committed, Program, RunError, StepId, Transport};
+use crate::store::Statement;
+use crate::store::{Program, RunError, Transport};
 
 /// Topics whose compiled filters one isolate keeps; past this the cache
 /// starts over (a miss costs one extra round trip, never a wrong answer).
@@ -59,23 +60,24 @@ impl TopicView {
         !self.subscriptions.is_empty()
     }
 
-    /// Builds the view from the rows of [`TOPIC_SUBSCRIPTIONS`].
-    pub(super) fn from_rows(committed: &Committed, step: StepId) -> Result<Self, EngineError> {
-        let mut subscriptions = Vec::new();
+    /// Builds the view from a topic's `(name, filter, revision)` rows in
+    /// ascending name order.
+    pub(super) fn new(rows: Vec<(String, Option<String>, i64)>) -> Self {
         let mut max_revision = 0;
-        for row in committed.rows(step) {
-            let name = row.text(0)?.to_owned();
-            let source = row.opt_text(1)?.unwrap_or_default();
-            max_revision = max_revision.max(row.int(2)?);
-            subscriptions.push(Subscription {
-                name,
-                filter: Filter::compile(source).ok(),
-            });
-        }
-        Ok(TopicView {
+        let subscriptions: Vec<Subscription> = rows
+            .into_iter()
+            .map(|(name, source, revision)| {
+                max_revision = max_revision.max(revision);
+                Subscription {
+                    name,
+                    filter: Filter::compile(source.as_deref().unwrap_or_default()).ok(),
+                }
+            })
+            .collect();
+        TopicView {
             fingerprint: format!("{}:{}", subscriptions.len(), max_revision),
             subscriptions,
-        })
+        }
     }
 }
 
@@ -101,15 +103,6 @@ impl TopicCache {
     }
 }
 
-/// The subscriptions of topic `?1`, read in the publish transaction.
-pub(super) const TOPIC_SUBSCRIPTIONS: &str = "\
-SELECT subscription, filter, revision FROM subscriptions WHERE topic = ?1 ORDER BY subscription";
-
-/// Guard: topic `?1` no longer has the fingerprint `?2` the filters were
-/// evaluated against.
-pub(super) const TOPIC_CHANGED: &str = "\
-(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) <> ?2";
-
 /// One ListSubscriptions entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubscriptionSummary {
@@ -129,30 +122,36 @@ pub struct FilterTest {
 }
 
 /// Subscribe's namespace guards, in the wire contract's order.
-const TOPIC_IS_QUEUE: &str = "EXISTS (SELECT 1 FROM queues WHERE name = ?1)";
-const NAME_IS_PLAIN_QUEUE: &str =
-    "EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'queue')";
-const NAME_IN_OTHER_TOPIC: &str =
-    "EXISTS (SELECT 1 FROM subscriptions WHERE subscription = ?2 AND topic <> ?1)";
-const NAME_IS_TOPIC: &str = "EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?1)";
+const TOPIC_IS_QUEUE: Statement = crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1)");
+const NAME_IS_PLAIN_QUEUE: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'queue')");
+const NAME_IN_OTHER_TOPIC: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM subscriptions WHERE subscription = ?2 AND topic <> ?1)");
+const NAME_IS_TOPIC: Statement =
+    crate::guard!("EXISTS (SELECT 1 FROM subscriptions WHERE topic = ?1)");
 
 /// The backing queue with default configuration, unless it exists (its
 /// configuration is never reset by a re-subscribe).
-const CREATE_BACKING_QUEUE: &str = "\
+const CREATE_BACKING_QUEUE: Statement = crate::statement!(
+    "\
 INSERT INTO queues (name, kind, generation, created_at, updated_at)
 VALUES (?1, 'subscription', ?2, {now}, {now})
-ON CONFLICT (name) DO NOTHING";
+ON CONFLICT (name) DO NOTHING"
+);
 
 /// Insert or replace the mapping's filter, stamping a revision above every
 /// other so the topic's fingerprint changes.
-const UPSERT_SUBSCRIPTION: &str = "\
+const UPSERT_SUBSCRIPTION: Statement = crate::statement!(
+    "\
 INSERT INTO subscriptions (topic, subscription, filter, created_at, revision)
 VALUES (?1, ?2, ?3, {now}, (SELECT coalesce(max(revision), 0) + 1 FROM subscriptions))
 ON CONFLICT (topic, subscription) DO UPDATE SET
-  filter = excluded.filter, revision = excluded.revision";
+  filter = excluded.filter, revision = excluded.revision"
+);
 
-const LIST_SUBSCRIPTIONS: &str =
-    "SELECT topic, subscription, filter FROM subscriptions ORDER BY topic, subscription";
+const LIST_SUBSCRIPTIONS: Statement = crate::statement!(
+    "SELECT topic, subscription, filter FROM subscriptions ORDER BY topic, subscription"
+);
 
 /// Compiles a filter as Subscribe and TestFilter do.
 pub fn compile_filter(source: &str) -> Result<Filter, EngineError> {
@@ -183,28 +182,25 @@ impl<T: Transport> Engine<T> {
         let both = || vec![topic.into(), name.into()];
         let conflicts = [
             (
-                program.guard(TOPIC_IS_QUEUE, vec![topic.into()]),
+                program.guard(&TOPIC_IS_QUEUE, vec![topic.into()]),
                 format!("mqlite: topic {topic:?} is the name of a queue"),
             ),
             (
-                program.guard(NAME_IS_PLAIN_QUEUE, vec![name.into()]),
+                program.guard(&NAME_IS_PLAIN_QUEUE, vec![name.into()]),
                 format!("mqlite: {name:?} is a plain queue"),
             ),
             (
-                program.guard(NAME_IN_OTHER_TOPIC, both()),
+                program.guard(&NAME_IN_OTHER_TOPIC, both()),
                 format!("mqlite: {name:?} is already subscribed to another topic"),
             ),
             (
-                program.guard(NAME_IS_TOPIC, vec![name.into()]),
+                program.guard(&NAME_IS_TOPIC, vec![name.into()]),
                 format!("mqlite: {name:?} is a topic"),
             ),
         ];
+        program.step(&CREATE_BACKING_QUEUE, vec![name.into(), generation.into()]);
         program.step(
-            self.sql(CREATE_BACKING_QUEUE),
-            vec![name.into(), generation.into()],
-        );
-        program.step(
-            self.sql(UPSERT_SUBSCRIPTION),
+            &UPSERT_SUBSCRIPTION,
             vec![topic.into(), name.into(), stored.into()],
         );
         match self.run(&mut program).await {
@@ -222,7 +218,7 @@ impl<T: Transport> Engine<T> {
     /// Every subscription, ordered by topic then name.
     pub async fn list_subscriptions(&self) -> Result<Vec<SubscriptionSummary>, EngineError> {
         let mut program = Program::read();
-        let list = program.step(LIST_SUBSCRIPTIONS, vec![]);
+        let list = program.step(&LIST_SUBSCRIPTIONS, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         committed
             .rows(list)

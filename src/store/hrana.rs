@@ -3,39 +3,83 @@
 //! Only the requests this project sends are modelled: `batch` and `close`.
 //! Integers travel as decimal strings and blobs as base64, as the protocol says.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// One pipeline: a fresh stream (`baton: null`), our requests, then `close`.
 #[derive(Debug, Serialize)]
-pub struct PipelineRequest {
+pub struct PipelineRequest<'a> {
     pub baton: Option<String>,
-    pub requests: Vec<StreamRequest>,
+    pub requests: Vec<StreamRequest<'a>>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum StreamRequest {
-    Batch { batch: Batch },
+pub enum StreamRequest<'a> {
+    Batch { batch: Batch<'a> },
     Close,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Batch {
-    pub steps: Vec<BatchStep>,
+pub struct Batch<'a> {
+    pub steps: Vec<BatchStep<'a>>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct BatchStep {
+pub struct BatchStep<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub condition: Option<Condition>,
-    pub stmt: Stmt,
+    pub stmt: Stmt<'a>,
 }
 
+/// A statement: the engine's are constants; migrations' are read from files.
 #[derive(Debug, Serialize)]
-pub struct Stmt {
-    pub sql: String,
-    pub args: Vec<Value>,
+pub struct Stmt<'a> {
+    pub sql: Cow<'a, str>,
+    pub args: Args<'a>,
     pub want_rows: bool,
+}
+
+/// A statement's positional arguments, borrowed from the program (message
+/// bodies are never copied to encode them), followed by the clock
+/// parameter when the statement has one (see `store::statement`).
+#[derive(Debug, Clone, Copy)]
+pub struct Args<'a> {
+    pub values: &'a [Value],
+    /// 1-based index of the clock parameter; 0 = none.
+    pub clock_param: usize,
+    /// The clock parameter's value: `None` binds NULL (the database clock).
+    pub now: Option<i64>,
+}
+
+impl Args<'_> {
+    pub const NONE: Args<'static> = Args {
+        values: &[],
+        clock_param: 0,
+        now: None,
+    };
+}
+
+impl Serialize for Args<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let len = self.values.len().max(self.clock_param);
+        let mut seq = serializer.serialize_seq(Some(len))?;
+        for value in self.values {
+            seq.serialize_element(value)?;
+        }
+        if self.clock_param > 0 {
+            for _ in self.values.len() + 1..self.clock_param {
+                seq.serialize_element(&Value::Null)?;
+            }
+            match self.now {
+                Some(value) => seq.serialize_element(&Value::Integer { value })?,
+                None => seq.serialize_element(&Value::Null)?,
+            }
+        }
+        seq.end()
+    }
 }
 
 /// Step conditions evaluated by the server between steps of one batch.

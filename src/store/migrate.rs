@@ -7,7 +7,7 @@
 //! A database at a version newer than this build knows is refused untouched.
 
 use super::hrana::Value;
-use super::hrana::{Batch, BatchStep, Condition, PipelineRequest, Stmt, StreamRequest};
+use super::hrana::{Args, Batch, BatchStep, Condition, PipelineRequest, Stmt, StreamRequest};
 use super::{Store, StoreError, Transport};
 
 /// One migration file.
@@ -116,10 +116,11 @@ async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<
             None,
         ),
         step(
-            &super::guard_sql(&format!(
-                "(SELECT max(version) FROM schema_version) <> {}",
+            &format!(
+                "SELECT json(CASE WHEN (SELECT max(version) FROM schema_version) <> {} \
+                 THEN 'abort' ELSE '0' END)",
                 migration.version - 1
-            )),
+            ),
             None,
         ),
     ];
@@ -167,12 +168,12 @@ async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<
     }
 }
 
-fn step(sql: &str, condition: Option<Condition>) -> BatchStep {
+fn step(sql: &str, condition: Option<Condition>) -> BatchStep<'static> {
     BatchStep {
         condition,
         stmt: Stmt {
-            sql: sql.to_owned(),
-            args: Vec::new(),
+            sql: sql.to_owned().into(),
+            args: Args::NONE,
             want_rows: true,
         },
     }

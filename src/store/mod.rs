@@ -14,10 +14,12 @@ pub mod migrate;
 pub mod native;
 mod program;
 mod rows;
+pub mod statement;
 pub mod transport;
 
-pub use program::{guard_sql, Program, StepId};
+pub use program::{Program, StepId};
 pub use rows::{Row, RowError};
+pub use statement::Statement;
 pub use transport::{HttpReply, Transport, TransportError};
 
 use hrana::{BatchResult, HranaError, PipelineRequest, PipelineResponse, StmtResult};

@@ -3,8 +3,9 @@
 //! then `COMMIT` (or `ROLLBACK` when anything failed). One batch = one HTTP
 //! request = one round trip, whatever the statement count.
 
-use super::hrana::{Batch, BatchStep, Condition, Stmt, Value};
+use super::hrana::{Args, Batch, BatchStep, Condition, Stmt, Value};
 use super::migrate::SCHEMA_VERSION;
+use super::Statement;
 
 /// Handle of a statement inside a [`Program`], used to read its rows back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub(crate) enum Role {
 
 #[derive(Debug)]
 pub(crate) struct ProgramStep {
-    pub sql: String,
+    pub statement: &'static Statement,
     pub args: Vec<Value>,
     pub role: Role,
 }
@@ -32,6 +33,9 @@ pub struct Program {
     /// A guard that runs before every step (the caller's credential check),
     /// so a request authenticated by the database costs no extra round trip.
     pub(crate) prelude: Option<ProgramStep>,
+    /// The value bound to every statement's clock parameter: `None` lets
+    /// the database clock decide (production), a manual clock sets it.
+    pub(crate) now: Option<i64>,
 }
 
 impl Program {
@@ -42,6 +46,7 @@ impl Program {
             write: true,
             steps: Vec::new(),
             prelude: None,
+            now: None,
         }
     }
 
@@ -49,8 +54,7 @@ impl Program {
     pub fn read() -> Self {
         Program {
             write: false,
-            steps: Vec::new(),
-            prelude: None,
+            ..Program::write()
         }
     }
 
@@ -59,23 +63,29 @@ impl Program {
         self.write
     }
 
-    /// Adds a statement whose rows the caller will read.
-    pub fn step(&mut self, sql: impl Into<String>, args: Vec<Value>) -> StepId {
-        self.push(sql.into(), args, Role::Data)
+    /// Binds every clock parameter to `now` (a manual clock) instead of
+    /// NULL (the database clock).
+    pub fn set_now(&mut self, now: Option<i64>) {
+        self.now = now;
     }
 
-    /// Adds a guard: a statement that fails exactly when the transaction must
-    /// abort with a domain answer (see [`guard_sql`]). When it fails the
-    /// whole transaction rolls back and the run reports this step.
-    pub fn guard(&mut self, violated_when: &str, args: Vec<Value>) -> StepId {
-        self.push(guard_sql(violated_when), args, Role::Guard)
+    /// Adds a statement whose rows the caller will read.
+    pub fn step(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
+        self.push(statement, args, Role::Data)
+    }
+
+    /// Adds a guard (see [`crate::guard!`]): a statement that fails exactly
+    /// when the transaction must abort with a domain answer. When it fails
+    /// the whole transaction rolls back and the run reports this step.
+    pub fn guard(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
+        self.push(statement, args, Role::Guard)
     }
 
     /// Sets the guard that runs before every other statement; when it fires
     /// the run reports [`super::RunError::PreludeRejected`].
-    pub fn set_prelude(&mut self, violated_when: &str, args: Vec<Value>) {
+    pub fn set_prelude(&mut self, statement: &'static Statement, args: Vec<Value>) {
         self.prelude = Some(ProgramStep {
-            sql: guard_sql(violated_when),
+            statement,
             args,
             role: Role::Guard,
         });
@@ -92,8 +102,12 @@ impl Program {
         self.prelude.as_ref().map(|_| 2)
     }
 
-    fn push(&mut self, sql: String, args: Vec<Value>, role: Role) -> StepId {
-        self.steps.push(ProgramStep { sql, args, role });
+    fn push(&mut self, statement: &'static Statement, args: Vec<Value>, role: Role) -> StepId {
+        self.steps.push(ProgramStep {
+            statement,
+            args,
+            role,
+        });
         StepId(self.steps.len() - 1)
     }
 
@@ -102,30 +116,34 @@ impl Program {
         self.first_step() + self.steps.len()
     }
 
-    /// Encodes the program as one Hrana batch.
-    pub(crate) fn to_batch(&self) -> Batch {
+    /// Encodes the program as one Hrana batch, borrowing its arguments.
+    pub(crate) fn to_batch(&self) -> Batch<'_> {
         let begin = if self.write {
-            "BEGIN IMMEDIATE"
+            &BEGIN_WRITE
         } else {
-            "BEGIN"
+            &BEGIN_READ
         };
-        let mut steps = Vec::with_capacity(self.steps.len() + 4);
+        let mut steps = Vec::with_capacity(self.steps.len() + 5);
         steps.push(plain(begin, None));
-        steps.push(plain(&schema_check_sql(), Some(Condition::Ok { step: 0 })));
+        steps.push(plain(&SCHEMA_CHECK, Some(Condition::Ok { step: 0 })));
         for (i, step) in self.prelude.iter().chain(&self.steps).enumerate() {
             steps.push(BatchStep {
                 condition: Some(Condition::Ok { step: 2 + i - 1 }),
                 stmt: Stmt {
-                    sql: step.sql.clone(),
-                    args: step.args.clone(),
+                    sql: step.statement.sql.into(),
+                    args: Args {
+                        values: &step.args,
+                        clock_param: step.statement.clock_param,
+                        now: self.now,
+                    },
                     want_rows: step.role == Role::Data,
                 },
             });
         }
         let commit = self.commit_index();
-        steps.push(plain("COMMIT", Some(Condition::Ok { step: commit - 1 })));
+        steps.push(plain(&COMMIT, Some(Condition::Ok { step: commit - 1 })));
         steps.push(plain(
-            "ROLLBACK",
+            &ROLLBACK,
             Some(Condition::Not {
                 cond: Box::new(Condition::Ok { step: commit }),
             }),
@@ -134,33 +152,27 @@ impl Program {
     }
 }
 
-fn plain(sql: &str, condition: Option<Condition>) -> BatchStep {
-    BatchStep {
-        condition,
-        stmt: Stmt {
-            sql: sql.to_owned(),
-            args: Vec::new(),
-            want_rows: false,
-        },
-    }
-}
-
-/// A statement that raises an SQL error exactly when `violated_when` is true.
-///
-/// SQLite has no `RAISE` outside triggers, so the guard feeds `json()` a
-/// string that is valid JSON (`'0'`) or not (`'abort'`) depending on the
-/// condition. The argument depends on the condition itself, so no constant
-/// folding can evaluate the failing branch early. The statement only reads,
-/// so a guard never takes a write lock of its own.
-pub fn guard_sql(violated_when: &str) -> String {
-    format!("SELECT json(CASE WHEN {violated_when} THEN 'abort' ELSE '0' END)")
-}
+const BEGIN_WRITE: Statement = crate::statement!("BEGIN IMMEDIATE");
+const BEGIN_READ: Statement = crate::statement!("BEGIN");
+const COMMIT: Statement = crate::statement!("COMMIT");
+const ROLLBACK: Statement = crate::statement!("ROLLBACK");
 
 /// The first statement of every program: fails unless the database is at
 /// exactly the schema version this build was written for.
-pub(crate) fn schema_check_sql() -> String {
-    format!(
-        "SELECT json(CASE WHEN version = {SCHEMA_VERSION} THEN '0' ELSE 'abort' END) \
-         FROM schema_version"
-    )
+pub(crate) const SCHEMA_CHECK: Statement =
+    crate::statement!(super::statement::const_format::concatcp!(
+        "SELECT json(CASE WHEN version = ",
+        SCHEMA_VERSION,
+        " THEN '0' ELSE 'abort' END) FROM schema_version"
+    ));
+
+fn plain(statement: &'static Statement, condition: Option<Condition>) -> BatchStep<'static> {
+    BatchStep {
+        condition,
+        stmt: Stmt {
+            sql: statement.sql.into(),
+            args: Args::NONE,
+            want_rows: false,
+        },
+    }
 }

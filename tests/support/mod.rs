@@ -358,8 +358,15 @@ pub fn b64(text: &str) -> String {
 /// Reads rows straight from the database (test inspection only).
 pub async fn query(engine: &Engine<InProcess>, sql: &str) -> Vec<Vec<serde_json::Value>> {
     use mqlite_edge::store::hrana::Value;
+    // Test inspection only: leaking gives the ad-hoc text the 'static
+    // lifetime the engine's constant statements have.
+    let statement: &'static mqlite_edge::store::Statement =
+        Box::leak(Box::new(mqlite_edge::store::Statement {
+            sql: Box::leak(sql.to_owned().into_boxed_str()),
+            clock_param: 0,
+        }));
     let mut program = mqlite_edge::store::Program::read();
-    let step = program.step(sql, vec![]);
+    let step = program.step(statement, vec![]);
     let committed = engine
         .store()
         .run(&program)
