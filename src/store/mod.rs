@@ -98,7 +98,11 @@ impl Committed {
     /// The raw values of a statement's rows (inspection and tests).
     pub fn raw_rows(&self, step: StepId) -> &[Vec<hrana::Value>] {
         self.results
-            .get(self.first + step.0)
+            .get(if step == StepId::HEAD {
+                program::SCHEMA_CHECK_INDEX
+            } else {
+                self.first + step.0
+            })
             .and_then(Option::as_ref)
             .map_or(&[], |r| r.rows.as_slice())
     }
@@ -320,7 +324,7 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
     if error.is_busy() {
         return Attempt::Retry(StoreError::Unavailable(error.message.clone()));
     }
-    if index == 1 {
+    if index == program::SCHEMA_CHECK_INDEX {
         return Attempt::SchemaBehind;
     }
     if Some(index) == program.prelude_index() {

@@ -11,6 +11,14 @@ use super::Statement;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepId(pub(crate) usize);
 
+impl StepId {
+    /// The program's head (see [`Program::head`]).
+    pub(crate) const HEAD: StepId = StepId(usize::MAX);
+}
+
+/// Batch index of the schema check, or of the head that carries it.
+pub(crate) const SCHEMA_CHECK_INDEX: usize = 1;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
     Data,
@@ -36,6 +44,8 @@ pub struct Program {
     /// The value bound to every statement's clock parameter: `None` lets
     /// the database clock decide (production), a manual clock sets it.
     pub(crate) now: Option<i64>,
+    /// A read that also performs the schema check (see [`Program::head`]).
+    pub(crate) head: Option<ProgramStep>,
 }
 
 impl Program {
@@ -47,6 +57,7 @@ impl Program {
             steps: Vec::new(),
             prelude: None,
             now: None,
+            head: None,
         }
     }
 
@@ -67,6 +78,20 @@ impl Program {
     /// NULL (the database clock).
     pub fn set_now(&mut self, now: Option<i64>) {
         self.now = now;
+    }
+
+    /// Replaces the schema check that opens every program with `statement`,
+    /// a read whose first column performs the same check (build it with
+    /// [`crate::schema_checked!`]): a lookup the program needs anyway
+    /// (does the queue exist, is there an earlier answer to replay) then
+    /// costs no statement of its own.
+    pub fn head(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
+        self.head = Some(ProgramStep {
+            statement,
+            args,
+            role: Role::Data,
+        });
+        StepId::HEAD
     }
 
     /// Adds a statement whose rows the caller will read.
@@ -125,20 +150,12 @@ impl Program {
         };
         let mut steps = Vec::with_capacity(self.steps.len() + 5);
         steps.push(plain(begin, None));
-        steps.push(plain(&SCHEMA_CHECK, Some(Condition::Ok { step: 0 })));
+        match &self.head {
+            Some(head) => steps.push(self.encode(head, Condition::Ok { step: 0 })),
+            None => steps.push(plain(&SCHEMA_CHECK, Some(Condition::Ok { step: 0 }))),
+        }
         for (i, step) in self.prelude.iter().chain(&self.steps).enumerate() {
-            steps.push(BatchStep {
-                condition: Some(Condition::Ok { step: 2 + i - 1 }),
-                stmt: Stmt {
-                    sql: step.statement.sql.into(),
-                    args: Args {
-                        values: &step.args,
-                        clock_param: step.statement.clock_param,
-                        now: self.now,
-                    },
-                    want_rows: step.role == Role::Data,
-                },
-            });
+            steps.push(self.encode(step, Condition::Ok { step: 2 + i - 1 }));
         }
         let commit = self.commit_index();
         steps.push(plain(&COMMIT, Some(Condition::Ok { step: commit - 1 })));
@@ -165,6 +182,38 @@ pub(crate) const SCHEMA_CHECK: Statement =
         SCHEMA_VERSION,
         " THEN '0' ELSE 'abort' END) FROM schema_version"
     ));
+
+impl Program {
+    fn encode<'a>(&'a self, step: &'a ProgramStep, condition: Condition) -> BatchStep<'a> {
+        BatchStep {
+            condition: Some(condition),
+            stmt: Stmt {
+                sql: step.statement.sql.into(),
+                args: Args {
+                    values: &step.args,
+                    clock_param: step.statement.clock_param,
+                    now: self.now,
+                },
+                want_rows: step.role == Role::Data,
+            },
+        }
+    }
+}
+
+/// The columns `$columns` (and any `FROM`/`WHERE` tail) of a program's
+/// head, after the schema check every program opens with; the check is
+/// column 0.
+#[macro_export]
+macro_rules! schema_checked {
+    ($columns:expr) => {
+        $crate::store::statement::const_format::concatcp!(
+            "SELECT json(CASE WHEN (SELECT version FROM schema_version) = ",
+            $crate::store::migrate::SCHEMA_VERSION,
+            " THEN '0' ELSE 'abort' END), ",
+            $columns
+        )
+    };
+}
 
 fn plain(statement: &'static Statement, condition: Option<Condition>) -> BatchStep<'static> {
     BatchStep {

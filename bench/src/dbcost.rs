@@ -1,0 +1,309 @@
+//! `mqlite-dbcost`: what each RPC costs the database, from the database's
+//! own answers. Starts sqld (the libSQL server behind Turso: `SQLD_BIN`), or
+//! uses `LIBSQL_URL`, drives the engine natively over Hrana (the same
+//! pipelines the Worker sends), and prints per RPC: executed statements
+//! (BEGIN and COMMIT included), rows read and written, and the summed
+//! `query_duration_ms` with and without the COMMIT (its durable flush is a
+//! floor no statement design can lower). Medians over `--iterations`.
+//!
+//! Usage: `mqlite-dbcost [--iterations N] [--backlog N]`
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use mqlite_edge::engine::{
+    Clock, Engine, Limits, OutgoingMessage, QueueConfigInput, ReceiveRequest, SendRequest,
+    SettleRequest, Waiter,
+};
+use mqlite_edge::store::native::HttpTransport;
+use mqlite_edge::store::{HttpReply, Transport, TransportError};
+use serde_json::Value;
+
+mod sqld;
+use sqld::Sqld;
+
+/// What sqld reported for the pipelines of one RPC.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    requests: u32,
+    statements: u32,
+    rows_read: u64,
+    rows_written: u64,
+    /// Every executed statement's `query_duration_ms`.
+    total_ms: f64,
+    /// The same without COMMIT.
+    work_ms: f64,
+}
+
+/// A transport that adds up sqld's per-statement figures.
+struct Metered {
+    inner: HttpTransport,
+    cost: Rc<RefCell<Cost>>,
+}
+
+impl Transport for Metered {
+    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+        let sqls: Vec<String> = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v["requests"][0]["batch"]["steps"].as_array().map(|steps| {
+                    steps
+                        .iter()
+                        .map(|s| s["stmt"]["sql"].as_str().unwrap_or("").to_owned())
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        let reply = self.inner.send_pipeline(body).await?;
+        let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+        let result = &answer["results"][0]["response"]["result"];
+        let mut cost = self.cost.borrow_mut();
+        cost.requests += 1;
+        let results = result["step_results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let errors = result["step_errors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (i, step) in results.iter().enumerate() {
+            let ran = !step.is_null() || errors.get(i).is_some_and(|e| !e.is_null());
+            if !ran {
+                continue;
+            }
+            cost.statements += 1;
+            if std::env::var_os("MQLITE_DBCOST_TRACE").is_some() {
+                let sql = sqls.get(i).map(String::as_str).unwrap_or("");
+                eprintln!(
+                    "  {:>6} rd {:>5} wr {:>7.3} ms  {}",
+                    step["rows_read"],
+                    step["rows_written"],
+                    step["query_duration_ms"].as_f64().unwrap_or(0.0),
+                    sql.chars().take(90).collect::<String>().replace('\n', " ")
+                );
+            }
+            cost.rows_read += step["rows_read"].as_u64().unwrap_or(0);
+            cost.rows_written += step["rows_written"].as_u64().unwrap_or(0);
+            let ms = step["query_duration_ms"].as_f64().unwrap_or(0.0);
+            cost.total_ms += ms;
+            if sqls.get(i).map(String::as_str) != Some("COMMIT") {
+                cost.work_ms += ms;
+            }
+        }
+        Ok(reply)
+    }
+
+    async fn pause(&self, millis: u32) {
+        std::thread::sleep(Duration::from_millis(millis.into()));
+    }
+}
+
+struct NoWait;
+
+impl Waiter for NoWait {
+    fn elapsed_ms(&self) -> u64 {
+        u64::MAX
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+}
+
+struct Bench {
+    engine: Engine<Metered>,
+    cost: Rc<RefCell<Cost>>,
+}
+
+impl Bench {
+    /// Runs `f` and returns what it cost the database.
+    fn measure<T>(&self, f: impl std::future::Future<Output = T>) -> (T, Cost) {
+        *self.cost.borrow_mut() = Cost::default();
+        let out = pollster::block_on(f);
+        (out, *self.cost.borrow())
+    }
+}
+
+fn message(body: &[u8]) -> OutgoingMessage {
+    OutgoingMessage {
+        body: body.to_vec(),
+        ..OutgoingMessage::default()
+    }
+}
+
+fn send(queue: &str, n: usize) -> SendRequest {
+    SendRequest {
+        queue: queue.into(),
+        messages: (0..n)
+            .map(|i| message(format!("m{i}").as_bytes()))
+            .collect(),
+        ..SendRequest::default()
+    }
+}
+
+fn receive(queue: &str) -> ReceiveRequest {
+    ReceiveRequest {
+        queue: queue.into(),
+        max_messages: 1,
+        ..ReceiveRequest::default()
+    }
+}
+
+fn median(mut samples: Vec<Cost>) -> Cost {
+    samples.sort_by(|a, b| a.work_ms.total_cmp(&b.work_ms));
+    let mut m = samples.get(samples.len() / 2).copied().unwrap_or_default();
+    let mut totals: Vec<f64> = samples.iter().map(|c| c.total_ms).collect();
+    totals.sort_by(f64::total_cmp);
+    m.total_ms = totals.get(totals.len() / 2).copied().unwrap_or(0.0);
+    m
+}
+
+fn row(name: &str, c: Cost) {
+    println!(
+        "{name:<36} {:>4} {:>6} {:>9} {:>8} {:>9.3} {:>9.3}",
+        c.requests, c.statements, c.rows_read, c.rows_written, c.work_ms, c.total_ms
+    );
+}
+
+fn main() {
+    let mut iterations = 50usize;
+    let mut backlog = 10_000usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next().and_then(|v| v.parse().ok())) {
+            ("--iterations", Some(n)) => iterations = n,
+            ("--backlog", Some(n)) => backlog = n,
+            _ => {
+                eprintln!("usage: mqlite-dbcost [--iterations N] [--backlog N]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let (_server, url) = match std::env::var("LIBSQL_URL") {
+        Ok(url) => (None, url),
+        Err(_) => match Sqld::start_from_env() {
+            Ok(Some(sqld)) => {
+                let url = sqld.url.clone();
+                (Some(sqld), url)
+            }
+            Ok(None) => {
+                println!(
+                    "mqlite-dbcost: SKIPPED: set SQLD_BIN to sqld (e.g. from `turso dev`) or \
+                     LIBSQL_URL to a libSQL server to measure database cost"
+                );
+                return;
+            }
+            Err(e) => {
+                eprintln!("mqlite-dbcost: {e}");
+                std::process::exit(1);
+            }
+        },
+    };
+    let cost = Rc::new(RefCell::new(Cost::default()));
+    let transport = Metered {
+        inner: HttpTransport::new(&url, None, Duration::from_secs(10)),
+        cost: cost.clone(),
+    };
+    let bench = Bench {
+        engine: Engine::new(transport, Clock::Database, Limits::default()),
+        cost,
+    };
+    let create = |name: &str| {
+        bench
+            .measure(
+                bench
+                    .engine
+                    .create_queue(name, &QueueConfigInput::default()),
+            )
+            .0
+            .unwrap_or_else(|e| panic!("create {name}: {e:?}"));
+    };
+    create("cost");
+    create("backlog");
+
+    println!("database cost per RPC against {url} (sqld's own figures; medians of {iterations})");
+    println!(
+        "{:<36} {:>4} {:>6} {:>9} {:>8} {:>9} {:>9}",
+        "rpc", "reqs", "stmts", "rows rd", "rows wr", "work ms", "total ms"
+    );
+    let mut sends1 = vec![];
+    let mut receives = vec![];
+    let mut completes = vec![];
+    let mut empty = vec![];
+    let mut lives = vec![];
+    for _ in 0..iterations {
+        let (seqs, s) = bench.measure(bench.engine.send(&send("cost", 1)));
+        let seq = seqs.expect("send")[0];
+        let (got, r) = bench.measure(bench.engine.receive(&receive("cost"), &NoWait));
+        let (messages, _) = got.expect("receive");
+        let m = messages
+            .iter()
+            .find(|m| m.seq_number == seq)
+            .expect("the message just sent");
+        let (done, c) = bench.measure(bench.engine.complete(&SettleRequest {
+            queue: "cost".into(),
+            seq_number: m.seq_number,
+            lock_token: m.lock_token.clone().unwrap_or_default(),
+        }));
+        done.expect("complete");
+        let (_, e) = bench.measure(bench.engine.receive(&receive("cost"), &NoWait));
+        lives.push(Cost {
+            requests: s.requests + r.requests + c.requests,
+            statements: s.statements + r.statements + c.statements,
+            rows_read: s.rows_read + r.rows_read + c.rows_read,
+            rows_written: s.rows_written + r.rows_written + c.rows_written,
+            total_ms: s.total_ms + r.total_ms + c.total_ms,
+            work_ms: s.work_ms + r.work_ms + c.work_ms,
+        });
+        sends1.push(s);
+        receives.push(r);
+        completes.push(c);
+        empty.push(e);
+    }
+    row("Send, 1 message", median(sends1));
+    row("Receive, 1", median(receives));
+    row("Complete", median(completes));
+    row("one message's life (S+R+C)", median(lives));
+    row("Receive on an empty queue", median(empty));
+    let mut sends64 = vec![];
+    for _ in 0..iterations {
+        sends64.push(bench.measure(bench.engine.send(&send("cost", 64))).1);
+    }
+    row("Send, 64 messages", median(sends64));
+
+    let mut loaded = 0;
+    while loaded < backlog {
+        let n = (backlog - loaded).min(1000);
+        bench
+            .measure(bench.engine.send(&send("backlog", n)))
+            .0
+            .expect("load backlog");
+        loaded += n;
+    }
+    let mut stats = vec![];
+    let mut deep = vec![];
+    for _ in 0..iterations.min(20) {
+        stats.push(bench.measure(bench.engine.stats("backlog")).1);
+        let ((messages, _), r) = {
+            let (got, r) = bench.measure(bench.engine.receive(&receive("backlog"), &NoWait));
+            (got.expect("receive"), r)
+        };
+        deep.push(r);
+        for m in messages {
+            let request = SettleRequest {
+                queue: "backlog".into(),
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.unwrap_or_default(),
+            };
+            bench
+                .measure(bench.engine.complete(&request))
+                .0
+                .expect("complete");
+        }
+    }
+    row(&format!("Stats at a {backlog} backlog"), median(stats));
+    row(&format!("Receive 1 at a {backlog} backlog"), median(deep));
+    println!(
+        "work ms = sum of query_duration_ms without COMMIT; total ms includes COMMIT's durable flush"
+    );
+}

@@ -1,0 +1,60 @@
+//! sqld (the libSQL server behind Turso) for the benchmarks, from `SQLD_BIN`:
+//! a fresh database in a temporary folder on a free loopback port, started
+//! with the connection cap that keeps it from deadlocking under concurrent
+//! writers (see docs/), killed on drop.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Sqld {
+    child: Child,
+    dir: PathBuf,
+    pub url: String,
+}
+
+impl Sqld {
+    /// `Ok(None)` when `SQLD_BIN` is not set.
+    pub fn start_from_env() -> Result<Option<Sqld>, String> {
+        let Ok(bin) = std::env::var("SQLD_BIN") else {
+            return Ok(None);
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| format!("no free port: {e}"))?;
+        let dir = std::env::temp_dir().join(format!("mqlite-bench-sqld-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let child = Command::new(&bin)
+            .arg("--db-path")
+            .arg(dir.join("db"))
+            .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
+            .args(["--no-welcome", "--max-concurrent-connections", "4"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {bin}: {e}"))?;
+        let sqld = Sqld {
+            child,
+            dir,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!("sqld did not listen on port {port} within 30 s"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(Some(sqld))
+    }
+}
+
+impl Drop for Sqld {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
