@@ -82,6 +82,8 @@ mod time;
 mod tree;
 
 #[cfg(test)]
+mod bench;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
