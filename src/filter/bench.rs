@@ -45,6 +45,7 @@ fn bench_compile_and_evaluate() {
         body,
         enqueued_at_ms: 1_710_496_800_000,
         visible_at_ms: 1_710_496_800_000,
+        now_ms: 1_710_496_800_000,
     };
     let mut compile_total = 0.0;
     let mut evaluate_total = 0.0;
