@@ -71,6 +71,8 @@ mod value;
 #[cfg(test)]
 mod bench;
 #[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

@@ -1226,3 +1226,61 @@ fn no_stack_exhaustion_at_the_limits() {
         }
     }
 }
+
+/// Issue 9: every cost a filter can cause, regular-expression compilation
+/// included, comes out of one budget per evaluation; adversarial filters
+/// fail closed quickly instead of holding the isolate for seconds.
+#[test]
+fn adversarial_filters_fail_closed() {
+    let big = "ab".repeat(1 << 19); // 1 MiB
+    let msg = Msg::new()
+        .subject("orders.eu")
+        .prop("re", "x")
+        .prop("slow", "(?i)[a-zé]{60}")
+        .body("text/plain", &big);
+    let budget = "filter exceeded its evaluation budget";
+    for source in [
+        // A different pattern compiled per element.
+        r#"any(1..400000, subject matches properties["re"] + string(#))"#,
+        r#"any(1..400000, subject matches properties["slow"] + string(#))"#,
+        // One pattern, compiled once, but too many elements.
+        r#"any(1..400000, subject matches properties["re"])"#,
+        // Scanning a 1 MiB body again and again.
+        r#"any(1..1000, body_text contains "zz")"#,
+        r#"any(1..1000, body_text matches "zz")"#,
+        r#"any(1..1000, body_text matches properties["re"])"#,
+        // Building large values.
+        r#"len(split(body_text, "")) > 0"#,
+        "len(map(1..100000, body_text)) > 0",
+        "len(filter(1..1000000, true)) > 0",
+        "all(1..1000, all(1..1000, true))",
+        r#"len(body_text + body_text + body_text) > 0 && all(1..100, len(lower(body_text)) > 0)"#,
+    ] {
+        assert_eq!(run(source, &msg), Err(budget.to_string()), "{source}");
+    }
+    // A pattern too large to compile is an error, not a long compile.
+    assert!(
+        run(r#"subject matches "\\w{100}" + properties["re"]"#, &msg)
+            .is_err_and(|e| e.starts_with("invalid regular expression"))
+    );
+    // Repeating one dynamic pattern is cheap: it is compiled once.
+    assert_true(r#"none(1..1000, subject matches properties["re"])"#, &msg);
+}
+
+#[test]
+fn now_reads_the_engine_clock() {
+    let msg = Msg {
+        now_ms: E + 3 * 3_600_000,
+        ..Msg::new()
+    };
+    assert_true("now() - enqueued_at == hours(3)", &msg);
+    assert_true("now().Hour() == 13", &msg);
+}
+
+#[test]
+fn chained_comparisons() {
+    let msg = Msg::new().subject("a.b.c");
+    assert_true("1 < len(subject_parts) < 4", &msg);
+    assert_false("1 < len(subject_parts) <= 2", &msg);
+    assert_true("0 <= body_size < 1 == true", &msg);
+}
