@@ -116,7 +116,13 @@ impl<'m, 'a> Eval<'m, 'a> {
             return Ok(value.clone());
         }
         let value = self.build(var);
-        self.memory(value.weight())?;
+        // A decoded JSON body holds about as much as the body, nested.
+        let nested = if var == Var::BodyJson {
+            self.input.body.len() as u64
+        } else {
+            0
+        };
+        self.memory(value.weight() + nested)?;
         self.vars[var as usize] = Some(value.clone());
         Ok(value)
     }
