@@ -403,6 +403,7 @@ impl<T: Transport> Engine<T> {
                 body: &m.body,
                 enqueued_at_ms,
                 visible_at_ms,
+                now_ms: enqueued_at_ms,
             };
             for subscription in &view.subscriptions {
                 match subscription.accepts(&input) {

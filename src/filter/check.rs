@@ -1,35 +1,25 @@
-//! Static type checking, and lowering to the program expr-lang evaluates.
-//!
-//! expr-lang has no type checker, but a filter must be rejected at Subscribe
-//! for unknown names, unknown functions, ill-typed operations and a result
-//! that cannot be a boolean. One pass over our tree does both jobs: it infers
-//! a `Ty` for every node and prints the node as expr source, replacing the
-//! constructs where expr-lang's semantics differ from the spec by calls to
-//! our own functions (`runtime.rs`). The printed program is what runs.
+//! Static checking (semantics §13.2): unknown names and functions,
+//! ill-typed operations and a result that cannot be boolean are compile
+//! errors. One pass infers a [`Ty`] for every node and builds the
+//! [`Expr`] the evaluator runs.
 //!
 //! `any` is the type of values only known at run time (members of
 //! `body_json`, elements of untyped arrays); operations on `any` are allowed
-//! and checked when evaluated, failing closed.
-//!
-//! Times and durations are represented at run time as integer nanoseconds
-//! (expr-lang's own time support would add 1.5 MB of time-zone data to the
-//! wasm). That is only sound because the checker knows statically where every
-//! time and duration is: a time never flows into an `any` (mixing one with
-//! another type in `?:`, `??`, `if`, array literals, `==` or `in` is a compile
-//! error, as are generic functions such as `string()` on a time), so plain
-//! integer arithmetic and comparison on the representation are exactly the
-//! time operations the spec lists.
+//! and checked when evaluated, failing closed. Times and durations never mix
+//! with other types (in `?:`, `??`, `==`, `in`, array literals or generic
+//! functions such as `string()`): that keeps them out of `any`, so every
+//! time operation is checked here.
 
 use std::fmt;
 
-use super::lex::encode_string;
-use super::runtime::{self, DurUnit};
+use super::ast::{BinOp, Node, UnOp};
+use super::program::{Expr, Func, Pred, Var};
 use super::time;
-use super::tree::{BinOp, Node, Prog, UnOp};
+use super::value::Value;
 
 /// Static type of an expression.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Ty {
+enum Ty {
     Bool,
     Int,
     Float,
@@ -70,12 +60,14 @@ impl Ty {
         matches!(self, Ty::Int | Ty::Float)
     }
 
-    /// A number, or possibly one.
     fn numeric(&self) -> bool {
         self.number() || self.dynamic()
     }
 
-    /// A string, or possibly one.
+    fn int(&self) -> bool {
+        *self == Ty::Int || self.dynamic()
+    }
+
     fn stringy(&self) -> bool {
         *self == Ty::Str || self.dynamic()
     }
@@ -92,7 +84,7 @@ impl Ty {
         }
     }
 
-    /// Element type when iterated (arrays) — `any` for dynamic values.
+    /// Element type when iterated — `any` for dynamic values.
     fn element(&self) -> Option<Ty> {
         match self {
             Ty::Array(e) if **e == Ty::Nil => Some(Ty::Any),
@@ -117,9 +109,9 @@ fn join(a: &Ty, b: &Ty) -> Result<Ty, String> {
     }
 }
 
-/// Whether `==`, `!=` and `in` may compare these types. Anything compares
-/// with anything (different types are unequal) except times and durations,
-/// whose integer representation must never meet another type.
+/// Whether `==`, `!=` and `in` may compare these types: anything with
+/// anything (different types are unequal), but times and durations only
+/// with their own kind or nil.
 fn comparable(a: &Ty, b: &Ty) -> bool {
     if !a.has_time() && !b.has_time() {
         return true;
@@ -131,343 +123,244 @@ fn comparable(a: &Ty, b: &Ty) -> bool {
     }
 }
 
-/// A checked, lowered expression.
-struct Out {
-    ty: Ty,
-    code: String,
-    /// Whether `code` is a single term (call, literal, name, brackets) that
-    /// needs no parentheses as an operand.
-    atomic: bool,
-    /// The value, when it is a constant string.
-    constant: Option<String>,
-}
-
-impl Out {
-    fn term(ty: Ty, code: String) -> Out {
-        Out {
-            ty,
-            code,
-            atomic: true,
-            constant: None,
-        }
+fn variable_type(var: Var) -> Ty {
+    match var {
+        Var::Properties => Ty::Map(Box::new(Ty::Str)),
+        Var::EnqueuedAt | Var::VisibleAt => Ty::Time,
+        Var::SubjectParts | Var::PropertyKeys => Ty::Array(Box::new(Ty::Str)),
+        Var::BodySize => Ty::Int,
+        Var::BodyJson => Ty::Map(Box::new(Ty::Any)),
+        _ => Ty::Str,
     }
-
-    fn compound(ty: Ty, code: String) -> Out {
-        Out {
-            ty,
-            code,
-            atomic: false,
-            constant: None,
-        }
-    }
-
-    /// The code, parenthesised unless it is a single term.
-    fn operand(&self) -> String {
-        if self.atomic {
-            self.code.clone()
-        } else {
-            format!("({})", self.code)
-        }
-    }
-}
-
-/// The program to hand to expr-lang, plus the constant regular expressions it
-/// refers to by index.
-pub(super) struct Lowered {
-    pub(super) code: String,
-    pub(super) regexes: Vec<regex::Regex>,
-}
-
-/// Checks a whole filter and lowers it.
-pub(super) fn lower(prog: &Prog) -> Result<Lowered, String> {
-    let mut checker = Checker {
-        scopes: Vec::new(),
-        regexes: Vec::new(),
-    };
-    let out = checker.program(prog)?;
-    if !out.ty.boolish() || out.ty == Ty::Nil {
-        return Err(format!(
-            "filter must be a boolean expression, but its type is {}",
-            out.ty
-        ));
-    }
-    Ok(Lowered {
-        code: out.code,
-        regexes: checker.regexes,
-    })
-}
-
-/// The filter variables (semantics §13.3) and their types.
-pub(super) fn variable(name: &str) -> Option<Ty> {
-    Some(match name {
-        "subject" | "group_id" | "correlation_id" | "reply_to" | "message_id" | "content_type"
-        | "body_text" => Ty::Str,
-        "properties" => Ty::Map(Box::new(Ty::Str)),
-        "enqueued_at" | "visible_at" => Ty::Time,
-        "subject_parts" | "property_keys" => Ty::Array(Box::new(Ty::Str)),
-        "body_size" => Ty::Int,
-        "body_json" => Ty::Map(Box::new(Ty::Any)),
-        _ => return None,
-    })
-}
-
-enum Scope {
-    Let(String, Ty),
-    /// Inside a predicate: `#` is the element, `#index` its position.
-    Item(Ty),
-}
-
-struct Checker {
-    scopes: Vec<Scope>,
-    regexes: Vec<regex::Regex>,
 }
 
 fn mismatch(op: &str, a: &Ty, b: &Ty) -> String {
     format!("invalid operation: {op} (mismatched types {a} and {b})")
 }
 
-/// Index mode flags understood by the runtime's index functions.
-const OPTIONAL: u8 = 1;
-const ZERO_STRING: u8 = 2;
+/// Checks a whole filter and returns what to evaluate.
+pub(super) fn check(node: &Node) -> Result<Expr, String> {
+    let mut checker = Checker { scopes: Vec::new() };
+    let (ty, expr) = checker.expr(node)?;
+    if !ty.boolish() || ty == Ty::Nil {
+        return Err(format!(
+            "filter must be a boolean expression, but its type is {ty}"
+        ));
+    }
+    Ok(expr)
+}
+
+enum Scope {
+    Let(String, Ty),
+    /// Inside a predicate: `#` is the element, `#index` its position; two
+    /// slots.
+    Item(Ty),
+}
+
+struct Checker {
+    scopes: Vec<Scope>,
+}
+
+type Out = Result<(Ty, Expr), String>;
+
+fn boxed(expr: Expr) -> Box<Expr> {
+    Box::new(expr)
+}
 
 impl Checker {
-    fn program(&mut self, prog: &Prog) -> Result<Out, String> {
-        let mut code = String::new();
-        let scopes = self.scopes.len();
-        for (name, value) in &prog.lets {
-            if variable(name).is_some() || name.starts_with('#') || name.starts_with('$') {
-                return Err(format!("cannot redeclare variable {name}"));
-            }
-            let out = self.expr(value)?;
-            code.push_str(&format!("let {name} = {}; ", out.code));
-            self.scopes.push(Scope::Let(name.clone(), out.ty));
-        }
-        let out = self.expr(&prog.expr);
-        self.scopes.truncate(scopes);
-        let out = out?;
-        if code.is_empty() {
-            return Ok(out);
-        }
-        code.push_str(&out.code);
-        Ok(Out::compound(out.ty, code))
-    }
-
-    /// The type of a name in scope.
-    fn lookup(&self, name: &str) -> Option<Ty> {
+    /// The type and slot of a local name.
+    fn local(&self, name: &str) -> Option<(Ty, usize)> {
+        let mut slot: usize = self
+            .scopes
+            .iter()
+            .map(|s| if matches!(s, Scope::Item(_)) { 2 } else { 1 })
+            .sum();
         for scope in self.scopes.iter().rev() {
             match scope {
-                Scope::Let(n, ty) if n == name => return Some(ty.clone()),
-                Scope::Item(ty) if name == "#" => return Some(ty.clone()),
-                Scope::Item(_) if name == "#index" => return Some(Ty::Int),
-                _ => {}
+                Scope::Let(n, ty) => {
+                    slot -= 1;
+                    if n == name {
+                        return Some((ty.clone(), slot));
+                    }
+                }
+                Scope::Item(ty) => {
+                    slot -= 2;
+                    match name {
+                        "#" => return Some((ty.clone(), slot)),
+                        "#index" => return Some((Ty::Int, slot + 1)),
+                        _ => {}
+                    }
+                }
             }
         }
-        variable(name)
+        None
     }
 
-    fn expr(&mut self, node: &Node) -> Result<Out, String> {
-        match node {
-            Node::Ident(name) => {
-                let ty = self.lookup(name).ok_or_else(|| match name.as_str() {
-                    "#" | "#index" => format!("{name} is only defined inside a predicate"),
-                    _ => format!("unknown name {name}"),
-                })?;
-                Ok(Out::term(ty, format!("__var(\"{name}\")")))
+    fn name(&self, name: &str) -> Out {
+        if let Some((ty, slot)) = self.local(name) {
+            return Ok((ty, Expr::Local(slot)));
+        }
+        match Var::from_name(name) {
+            Some(var) => Ok((variable_type(var), Expr::Var(var))),
+            None if name == "#" || name == "#index" => {
+                Err(format!("{name} is only defined inside a predicate"))
             }
-            Node::Int(n) => Ok(Out::term(Ty::Int, int_code(*n))),
-            Node::Float(f) => Ok(Out::term(Ty::Float, format!("{f:?}"))),
-            Node::Str(s) => Ok(Out {
-                constant: Some(s.clone()),
-                ..Out::term(Ty::Str, encode_string(s))
-            }),
-            Node::Bool(b) => Ok(Out::term(Ty::Bool, b.to_string())),
-            Node::Nil => Ok(Out::term(Ty::Nil, "nil".to_string())),
+            None => Err(format!("unknown name {name}")),
+        }
+    }
+
+    fn expr(&mut self, node: &Node) -> Out {
+        Ok(match node {
+            Node::Nil => (Ty::Nil, Expr::Const(Value::Nil)),
+            Node::Bool(b) => (Ty::Bool, Expr::Const(Value::Bool(*b))),
+            Node::Int(n) => (Ty::Int, Expr::Const(Value::Int(*n))),
+            Node::Float(f) => (Ty::Float, Expr::Const(Value::Float(*f))),
+            Node::Str(s) => (Ty::Str, Expr::Const(Value::str(s))),
+            Node::Ident(name) => self.name(name)?,
             Node::Array(items) => {
                 let mut ty = Ty::Nil;
-                let mut codes = Vec::new();
+                let mut exprs = Vec::with_capacity(items.len());
                 for item in items {
-                    let out = self.expr(item)?;
-                    ty = join(&ty, &out.ty)?;
-                    codes.push(out.code);
+                    let (t, e) = self.expr(item)?;
+                    ty = join(&ty, &t)?;
+                    exprs.push(e);
                 }
-                Ok(Out::term(
-                    Ty::Array(Box::new(ty)),
-                    format!("[{}]", codes.join(", ")),
-                ))
+                (Ty::Array(Box::new(ty)), Expr::Array(exprs))
             }
-            Node::Range(a, b) => {
-                let (a, b) = (self.expr(a)?, self.expr(b)?);
-                if !(a.ty == Ty::Int || a.ty.dynamic()) || !(b.ty == Ty::Int || b.ty.dynamic()) {
-                    return Err(mismatch("..", &a.ty, &b.ty));
+            Node::Unary(op, operand) => {
+                let (ty, e) = self.expr(operand)?;
+                match op {
+                    UnOp::Not if ty.boolish() => (Ty::Bool, Expr::Not(boxed(e))),
+                    UnOp::Minus | UnOp::Plus
+                        if matches!(ty, Ty::Int | Ty::Float | Ty::Dur) || ty.dynamic() =>
+                    {
+                        let ty = if ty.dynamic() { Ty::Any } else { ty };
+                        (ty, Expr::Sign(*op == UnOp::Minus, boxed(e)))
+                    }
+                    _ => {
+                        let symbol = match op {
+                            UnOp::Not => "not",
+                            UnOp::Minus => "-",
+                            UnOp::Plus => "+",
+                        };
+                        return Err(format!("invalid operation: {symbol} on {ty}"));
+                    }
                 }
-                Ok(Out::term(
-                    Ty::Array(Box::new(Ty::Int)),
-                    format!("__range({}, {})", a.code, b.code),
-                ))
             }
-            Node::Unary(op, operand) => self.unary(*op, operand),
-            Node::Binary(op, left, right) => self.binary(*op, left, right),
+            Node::Binary(op, left, right) => self.binary(*op, left, right)?,
+            Node::Chain(op, items) => {
+                let mut exprs = Vec::with_capacity(items.len());
+                for item in items {
+                    let (ty, e) = self.expr(item)?;
+                    if !ty.boolish() {
+                        return Err(mismatch(op.symbol(), &ty, &Ty::Bool));
+                    }
+                    exprs.push(e);
+                }
+                (Ty::Bool, Expr::Logic(*op == BinOp::And, exprs))
+            }
             Node::Index {
                 base,
                 key,
                 optional,
-            } => self.index(base, key, *optional),
+            } => self.index(base, key, *optional)?,
             Node::Slice { base, start, end } => {
-                let base = self.expr(base)?;
-                let ty = match &base.ty {
-                    Ty::Array(_) | Ty::Str => base.ty.clone(),
+                let (ty, base) = self.expr(base)?;
+                let ty = match ty {
+                    Ty::Array(_) | Ty::Str => ty,
                     t if t.dynamic() => Ty::Any,
                     t => return Err(format!("cannot slice {t}")),
                 };
-                let mut bound = |b: &Option<Box<Node>>| -> Result<String, String> {
-                    match b {
-                        None => Ok(String::new()),
-                        Some(b) => {
-                            let out = self.expr(b)?;
-                            if out.ty != Ty::Int && !out.ty.dynamic() {
-                                return Err(format!("slice bounds must be int, not {}", out.ty));
-                            }
-                            Ok(out.code)
-                        }
+                let mut bound = |b: &Option<Box<Node>>| -> Result<Option<Box<Expr>>, String> {
+                    let Some(b) = b else { return Ok(None) };
+                    let (t, e) = self.expr(b)?;
+                    if !t.int() {
+                        return Err(format!("slice bounds must be int, not {t}"));
                     }
+                    Ok(Some(boxed(e)))
                 };
                 let (start, end) = (bound(start)?, bound(end)?);
-                Ok(Out::compound(
-                    ty,
-                    format!("{}[{start}:{end}]", base.operand()),
-                ))
-            }
-            Node::Default(value, fallback) => {
-                let (value, fallback) = (self.expr(value)?, self.expr(fallback)?);
-                let ty = join(&value.ty, &fallback.ty)?;
-                Ok(Out::compound(
-                    ty,
-                    format!("{} ?? ({})", value.operand(), fallback.code),
-                ))
+                (ty, Expr::Slice(boxed(base), start, end))
             }
             Node::Ternary(condition, then, other) => {
-                let condition = self.condition(condition)?;
-                let (then, other) = (self.expr(then)?, self.expr(other)?);
-                let ty = join(&then.ty, &other.ty)?;
-                Ok(Out::compound(
-                    ty,
-                    format!("({condition}) ? ({}) : ({})", then.code, other.code),
-                ))
+                let (c, condition) = self.expr(condition)?;
+                if !c.boolish() {
+                    return Err(format!("condition must be bool, not {c}"));
+                }
+                let ((a, then), (b, other)) = (self.expr(then)?, self.expr(other)?);
+                (
+                    join(&a, &b)?,
+                    Expr::Ternary(boxed(condition), boxed(then), boxed(other)),
+                )
             }
-            Node::If(condition, then, other) => {
-                let condition = self.condition(condition)?;
-                let (then, other) = (self.program(then)?, self.program(other)?);
-                let ty = join(&then.ty, &other.ty)?;
-                Ok(Out::compound(
-                    ty,
-                    format!(
-                        "if ({condition}) {{ {} }} else {{ {} }}",
-                        then.code, other.code
-                    ),
-                ))
+            Node::Let(name, value, body) => {
+                if Var::from_name(name).is_some() || name.starts_with(['#', '$']) {
+                    return Err(format!("cannot redeclare variable {name}"));
+                }
+                let (ty, value) = self.expr(value)?;
+                self.scopes.push(Scope::Let(name.clone(), ty));
+                let body = self.expr(body);
+                self.scopes.pop();
+                let (ty, body) = body?;
+                (ty, Expr::Let(boxed(value), boxed(body)))
             }
-            Node::Method { base, name, args } => self.method(base, name, args),
-            Node::Call { name, args, pred } => self.call(name, args, pred.as_deref()),
-        }
+            Node::Method { base, name, args } => self.method(base, name, args)?,
+            Node::Call { name, args } => self.call(name, args)?,
+            Node::Closure(_) => return Err("a predicate is only allowed as an argument".into()),
+        })
     }
 
-    fn condition(&mut self, node: &Node) -> Result<String, String> {
-        let out = self.expr(node)?;
-        if !out.ty.boolish() {
-            return Err(format!("condition must be bool, not {}", out.ty));
-        }
-        Ok(out.code)
-    }
-
-    fn unary(&mut self, op: UnOp, operand: &Node) -> Result<Out, String> {
-        let out = self.expr(operand)?;
-        let (symbol, ty) = match op {
-            UnOp::Not if out.ty.boolish() => ("!", Ty::Bool),
-            UnOp::Minus | UnOp::Plus if matches!(out.ty, Ty::Int | Ty::Float | Ty::Dur) => {
-                (if op == UnOp::Minus { "-" } else { "+" }, out.ty.clone())
-            }
-            UnOp::Minus | UnOp::Plus if out.ty.dynamic() => {
-                (if op == UnOp::Minus { "-" } else { "+" }, Ty::Any)
-            }
-            _ => {
-                let symbol = match op {
-                    UnOp::Not => "not",
-                    UnOp::Minus => "-",
-                    UnOp::Plus => "+",
-                };
-                return Err(format!("invalid operation: {symbol} on {}", out.ty));
-            }
-        };
-        Ok(Out::compound(ty, format!("{symbol}{}", out.operand())))
-    }
-
-    fn binary(&mut self, op: BinOp, left: &Node, right: &Node) -> Result<Out, String> {
-        let (l, r) = (self.expr(left)?, self.expr(right)?);
-        let (a, b) = (&l.ty, &r.ty);
-        let native = |ty: Ty| {
-            Out::compound(
-                ty,
-                format!("{} {} {}", l.operand(), op.symbol(), r.operand()),
-            )
-        };
-        let call =
-            |ty: Ty, function: &str| Out::term(ty, format!("{function}({}, {})", l.code, r.code));
-        // A dynamic operand with a number or another dynamic operand.
+    fn binary(&mut self, op: BinOp, left: &Node, right: &Node) -> Out {
+        let ((a, l), (b, r)) = (self.expr(left)?, self.expr(right)?);
+        let (a, b) = (&a, &b);
         let dynamic_numbers = (a.dynamic() && b.numeric()) || (b.dynamic() && a.numeric());
-        let out = match op {
+        let ty = match op {
             BinOp::Add => match (a, b) {
-                (Ty::Int, Ty::Int) => native(Ty::Int),
-                _ if a.number() && b.number() => native(Ty::Float),
-                (Ty::Time, Ty::Dur) | (Ty::Dur, Ty::Time) => native(Ty::Time),
-                (Ty::Dur, Ty::Dur) => native(Ty::Dur),
+                (Ty::Int, Ty::Int) => Ty::Int,
+                _ if a.number() && b.number() => Ty::Float,
+                (Ty::Time, Ty::Dur) | (Ty::Dur, Ty::Time) => Ty::Time,
+                (Ty::Dur, Ty::Dur) => Ty::Dur,
                 (Ty::Str, Ty::Str) => {
-                    let constant = l
-                        .constant
-                        .as_ref()
-                        .zip(r.constant.as_ref())
-                        .map(|(x, y)| format!("{x}{y}"));
-                    Out {
-                        constant,
-                        ..call(Ty::Str, "__add")
+                    // Folded, so `matches "a" + "b"` is a constant pattern.
+                    if let (Expr::Const(Value::Str(x)), Expr::Const(Value::Str(y))) = (&l, &r) {
+                        return Ok((Ty::Str, Expr::Const(Value::str(&format!("{x}{y}")))));
                     }
+                    Ty::Str
                 }
                 _ if (a.dynamic() && (b.numeric() || b.stringy()))
                     || (b.dynamic() && (a.numeric() || a.stringy())) =>
                 {
-                    call(Ty::Any, "__add")
+                    Ty::Any
                 }
                 _ => return Err(mismatch("+", a, b)),
             },
             BinOp::Sub => match (a, b) {
-                (Ty::Int, Ty::Int) => native(Ty::Int),
-                _ if a.number() && b.number() => native(Ty::Float),
-                (Ty::Time, Ty::Time) | (Ty::Dur, Ty::Dur) => native(Ty::Dur),
-                (Ty::Time, Ty::Dur) => native(Ty::Time),
-                _ if dynamic_numbers => native(Ty::Any),
+                (Ty::Int, Ty::Int) => Ty::Int,
+                _ if a.number() && b.number() => Ty::Float,
+                (Ty::Time, Ty::Time) | (Ty::Dur, Ty::Dur) => Ty::Dur,
+                (Ty::Time, Ty::Dur) => Ty::Time,
+                _ if dynamic_numbers => Ty::Any,
                 _ => return Err(mismatch("-", a, b)),
             },
             BinOp::Mul => match (a, b) {
-                (Ty::Int, Ty::Int) => native(Ty::Int),
-                _ if a.number() && b.number() => native(Ty::Float),
-                (Ty::Dur, Ty::Int) | (Ty::Int, Ty::Dur) => native(Ty::Dur),
-                _ if dynamic_numbers => native(Ty::Any),
+                (Ty::Int, Ty::Int) => Ty::Int,
+                _ if a.number() && b.number() => Ty::Float,
+                (Ty::Dur, Ty::Int) | (Ty::Int, Ty::Dur) => Ty::Dur,
+                _ if dynamic_numbers => Ty::Any,
                 _ => return Err(mismatch("*", a, b)),
             },
-            BinOp::Div | BinOp::Pow if a.numeric() && b.numeric() => native(Ty::Float),
-            BinOp::Mod if (*a == Ty::Int || a.dynamic()) && (*b == Ty::Int || b.dynamic()) => {
-                native(Ty::Int)
-            }
-            BinOp::Div | BinOp::Pow | BinOp::Mod => return Err(mismatch(op.symbol(), a, b)),
-            BinOp::Eq | BinOp::Ne if comparable(a, b) => native(Ty::Bool),
-            BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le
+            BinOp::Div | BinOp::Pow if a.numeric() && b.numeric() => Ty::Float,
+            BinOp::Mod if a.int() && b.int() => Ty::Int,
+            BinOp::Range if a.int() && b.int() => Ty::Array(Box::new(Ty::Int)),
+            BinOp::Eq | BinOp::Ne if comparable(a, b) => Ty::Bool,
+            BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge
                 if (a.numeric() && b.numeric())
                     || (a.stringy() && b.stringy())
                     || (a == b && matches!(a, Ty::Time | Ty::Dur)) =>
             {
-                native(Ty::Bool)
+                Ty::Bool
             }
-            BinOp::And | BinOp::Or if a.boolish() && b.boolish() => native(Ty::Bool),
-            BinOp::In | BinOp::NotIn => {
+            BinOp::In => {
                 let ok = match b {
                     Ty::Array(e) => comparable(a, e),
                     Ty::Map(_) => a.stringy(),
@@ -475,350 +368,268 @@ impl Checker {
                     _ => false,
                 };
                 if !ok {
-                    return Err(mismatch(op.symbol(), a, b));
+                    return Err(mismatch("in", a, b));
                 }
-                native(Ty::Bool)
+                Ty::Bool
             }
             BinOp::Contains | BinOp::StartsWith | BinOp::EndsWith if a.stringy() && b.stringy() => {
-                if *a == Ty::Str && *b == Ty::Str {
-                    native(Ty::Bool)
-                } else {
-                    // expr-lang's `contains` also searches arrays and maps;
-                    // the spec's operators take strings, so check at run time.
-                    Out::term(
-                        Ty::Bool,
-                        format!("__text(\"{}\", {}, {})", op.symbol(), l.code, r.code),
-                    )
-                }
+                Ty::Bool
             }
-            BinOp::Matches if a.stringy() && b.stringy() => match &r.constant {
-                Some(pattern) => {
-                    let regex = runtime::regex(pattern)
+            BinOp::Matches if a.stringy() && b.stringy() => {
+                if let Expr::Const(Value::Str(pattern)) = &r {
+                    let regex = super::eval::regex(pattern)
                         .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))?;
-                    self.regexes.push(regex);
-                    Out::term(
-                        Ty::Bool,
-                        format!("__match({}, {})", l.code, self.regexes.len() - 1),
-                    )
+                    return Ok((Ty::Bool, Expr::Matches(boxed(l), Box::new(regex))));
                 }
-                None => call(Ty::Bool, "__matches"),
-            },
+                Ty::Bool
+            }
+            BinOp::Default => join(a, b)?,
             _ => return Err(mismatch(op.symbol(), a, b)),
         };
-        Ok(out)
+        Ok((ty, Expr::Binary(op, boxed(l), boxed(r))))
     }
 
-    fn index(&mut self, base: &Node, key: &Node, optional: bool) -> Result<Out, String> {
-        let key_out = self.expr(key)?;
-        // A named base is passed by name so the runtime can index it in place
-        // instead of cloning the whole map or array first.
-        let (base_ty, base_code, by_name) = match base {
-            Node::Ident(name) => {
-                let out = self.expr(base)?;
-                (out.ty, format!("\"{name}\""), true)
-            }
-            _ => {
-                let out = self.expr(base)?;
-                (out.ty, out.code, false)
-            }
-        };
-        let k = &key_out.ty;
-        let (ty, mut mode) = match &base_ty {
-            Ty::Array(e) if *k == Ty::Int || k.dynamic() => (self_or_any(e), 0),
-            Ty::Map(v) if k.stringy() => {
-                let zero = if **v == Ty::Str { ZERO_STRING } else { 0 };
-                ((**v).clone(), zero)
-            }
-            t if t.dynamic() && !k.has_time() => (Ty::Any, 0),
+    fn index(&mut self, base: &Node, key: &Node, optional: bool) -> Out {
+        let ((base_ty, base), (k, key)) = (self.expr(base)?, self.expr(key)?);
+        let (ty, zero_string) = match &base_ty {
+            Ty::Array(e) if k.int() => (element_or_any(e), false),
+            Ty::Map(v) if k.stringy() => ((**v).clone(), **v == Ty::Str),
+            t if t.dynamic() && !k.has_time() => (Ty::Any, false),
             t => return Err(format!("cannot index {t} with {k}")),
         };
-        if optional {
-            mode |= OPTIONAL;
-        }
-        let function = if by_name { "__vidx" } else { "__idx" };
-        Ok(Out::term(
-            ty,
-            format!("{function}({base_code}, {}, {mode})", key_out.code),
-        ))
+        let expr = Expr::Index {
+            base: boxed(base),
+            key: boxed(key),
+            optional,
+            zero_string,
+        };
+        Ok((ty, expr))
     }
 
-    fn method(&mut self, base: &Node, name: &str, args: &[Node]) -> Result<Out, String> {
-        let base = self.expr(base)?;
-        let ty = match (&base.ty, name) {
-            (
-                Ty::Time,
-                "Year" | "Month" | "Day" | "Hour" | "Minute" | "Second" | "Weekday" | "Unix",
-            ) => Ty::Int,
-            (Ty::Dur, "Hours" | "Minutes" | "Seconds") => Ty::Float,
-            (Ty::Time | Ty::Dur, _) => return Err(format!("{} has no method {name}", base.ty)),
-            (t, _) => return Err(format!("{t} has no methods (called {name})")),
+    fn method(&mut self, base: &Node, name: &str, args: &[Node]) -> Out {
+        const TIME: [&str; 8] = [
+            "Year", "Month", "Day", "Hour", "Minute", "Second", "Weekday", "Unix",
+        ];
+        const DURATION: [&str; 3] = ["Hours", "Minutes", "Seconds"];
+        let (ty, base) = self.expr(base)?;
+        let (result, known) = match ty {
+            Ty::Time => (Ty::Int, TIME.iter().find(|m| **m == name)),
+            Ty::Dur => (Ty::Float, DURATION.iter().find(|m| **m == name)),
+            t => return Err(format!("{t} has no methods (called {name})")),
+        };
+        let Some(method) = known else {
+            return Err(format!("{ty} has no method {name}"));
         };
         if !args.is_empty() {
             return Err(format!("{name}() takes no arguments"));
         }
-        let function = if ty == Ty::Int { "__time" } else { "__dur_in" };
-        Ok(Out::term(
-            ty,
-            format!("{function}({}, \"{name}\")", base.code),
-        ))
+        Ok((result, Expr::Method(method, boxed(base))))
     }
 
-    /// Checks a predicate with `#` bound to `item`.
-    fn predicate(&mut self, prog: &Prog, item: Ty) -> Result<Out, String> {
+    /// A predicate with `#` bound to `item`. A bare unknown name as the
+    /// whole predicate (`map(xs, name)`), like `.name`, reads `#.name`.
+    fn predicate(&mut self, node: &Node, item: Ty) -> Out {
+        let node = match node {
+            Node::Closure(body) => body,
+            other => other,
+        };
         self.scopes.push(Scope::Item(item));
-        // `map(xs, .name)` (and the bare `map(xs, name)` expr-lang accepts)
-        // reads member `name` of the element unless `name` is a variable.
-        let shorthand = match &prog.expr {
-            Node::Ident(name) if prog.lets.is_empty() && self.lookup(name).is_none() => {
-                Some(Prog {
-                    lets: Vec::new(),
-                    expr: Node::Index {
-                        base: Box::new(Node::Ident("#".to_string())),
-                        key: Box::new(Node::Str(name.clone())),
-                        optional: false,
-                    },
+        let shorthand = match node {
+            Node::Ident(name) if self.local(name).is_none() && Var::from_name(name).is_none() => {
+                Some(Node::Index {
+                    base: Box::new(Node::Ident("#".to_string())),
+                    key: Box::new(Node::Str(name.clone())),
+                    optional: false,
                 })
             }
             _ => None,
         };
-        let out = self.program(shorthand.as_ref().unwrap_or(prog));
+        let out = self.expr(shorthand.as_ref().unwrap_or(node));
         self.scopes.pop();
-        let out = out?;
-        Ok(Out::term(out.ty, format!("{{{}}}", out.code)))
+        out
     }
 
-    fn call(&mut self, name: &str, args: &[Node], pred: Option<&Prog>) -> Result<Out, String> {
-        const PREDICATED: [&str; 7] = ["all", "any", "none", "one", "filter", "map", "count"];
-        const PLAIN: [&str; 21] = [
-            "len", "first", "last", "lower", "upper", "trim", "split", "join", "abs", "int",
-            "float", "string", "keys", "values", "seconds", "minutes", "hours", "days", "weeks",
-            "duration", "now",
-        ];
-        let takes_predicate = PREDICATED.contains(&name);
-        if !takes_predicate && !PLAIN.contains(&name) {
-            return Err(format!("unknown function {name}"));
+    fn call(&mut self, name: &str, args: &[Node]) -> Out {
+        if let Some(pred) = Pred::from_name(name) {
+            return self.iterate(pred, args);
         }
-        // `all(xs, true)`: expr-lang only turns the last argument into a
-        // predicate when it mentions `#`; in expr every second argument is one.
-        let implicit;
-        let (args, pred) = match pred {
-            None if takes_predicate && args.len() == 2 => {
-                implicit = Prog {
-                    lets: Vec::new(),
-                    expr: args[1].clone(),
-                };
-                (&args[..1], Some(&implicit))
-            }
-            _ => (args, pred),
+        let Some((func, min, max)) = builtin(name) else {
+            return Err(format!("unknown function {name}"));
         };
-        if pred.is_some() && !takes_predicate {
+        if args.iter().any(|a| matches!(a, Node::Closure(_))) {
             return Err(format!("{name}() does not take a predicate"));
         }
-        let arity = |min: usize, max: usize| -> Result<(), String> {
-            if args.len() < min || args.len() > max {
-                let expected = if min == max {
-                    min.to_string()
-                } else {
-                    format!("{min} to {max}")
-                };
-                return Err(format!(
-                    "{name}() takes {expected} argument(s), got {}",
-                    args.len()
-                ));
-            }
-            Ok(())
-        };
-        match name {
-            "all" | "any" | "none" | "one" | "filter" | "map" | "count" => {
-                if args.len() != 1 {
-                    return Err(format!("{name}() takes an array and a predicate"));
-                }
-                let array = self.expr(&args[0])?;
-                let item = array
-                    .ty
-                    .element()
-                    .ok_or_else(|| format!("{name}() needs an array, not {}", array.ty))?;
-                let Some(pred) = pred else {
-                    if name != "count" {
-                        return Err(format!("{name}() needs a predicate"));
-                    }
-                    if !item.boolish() {
-                        return Err(format!(
-                            "count() without a predicate needs an array of bool, not {}",
-                            array.ty
-                        ));
-                    }
-                    return Ok(Out::term(Ty::Int, format!("__count({})", array.code)));
-                };
-                let body = self.predicate(pred, item.clone())?;
-                let ty = match name {
-                    "map" => Ty::Array(Box::new(body.ty.clone())),
-                    "filter" => Ty::Array(Box::new(item)),
-                    "count" => Ty::Int,
-                    _ => Ty::Bool,
-                };
-                if name != "map" && !body.ty.boolish() {
-                    return Err(format!("{name}() predicate must be bool, not {}", body.ty));
-                }
-                Ok(Out::term(
-                    ty,
-                    format!("__{name}({}, {})", array.code, body.code),
-                ))
-            }
-            "len" => {
-                arity(1, 1)?;
-                let x = self.expr(&args[0])?;
-                if !matches!(x.ty, Ty::Str | Ty::Array(_) | Ty::Map(_)) && !x.ty.dynamic() {
-                    return Err(format!("invalid argument for len ({})", x.ty));
-                }
-                Ok(Out::term(Ty::Int, format!("len({})", x.code)))
-            }
-            "first" | "last" => {
-                arity(1, 1)?;
-                let x = self.expr(&args[0])?;
-                let item =
-                    x.ty.element()
-                        .ok_or_else(|| format!("{name}() needs an array, not {}", x.ty))?;
-                Ok(Out::term(item, format!("{name}({})", x.code)))
-            }
-            "lower" | "upper" | "trim" => {
-                arity(1, if name == "trim" { 2 } else { 1 })?;
-                let codes = self.typed_args(name, args, &[|t| t.stringy(), |t| t.stringy()])?;
-                Ok(Out::term(Ty::Str, format!("{name}({})", codes.join(", "))))
-            }
-            "split" => {
-                arity(2, 3)?;
-                let codes = self.typed_args(
-                    name,
-                    args,
-                    &[
-                        |t| t.stringy(),
-                        |t| t.stringy(),
-                        |t| *t == Ty::Int || t.dynamic(),
-                    ],
-                )?;
-                Ok(Out::term(
-                    Ty::Array(Box::new(Ty::Str)),
-                    format!("__split({})", codes.join(", ")),
-                ))
-            }
-            "join" => {
-                arity(1, 2)?;
-                let codes = self.typed_args(
-                    name,
-                    args,
-                    &[
-                        |t| t.dynamic() || matches!(t, Ty::Array(e) if e.stringy()),
-                        |t| t.stringy(),
-                    ],
-                )?;
-                Ok(Out::term(Ty::Str, format!("__join({})", codes.join(", "))))
-            }
-            "abs" => {
-                arity(1, 1)?;
-                let x = self.expr(&args[0])?;
-                let ty = match x.ty {
-                    Ty::Int | Ty::Float => x.ty.clone(),
-                    t if t.dynamic() => Ty::Any,
-                    t => return Err(format!("invalid argument for abs ({t})")),
-                };
-                Ok(Out::term(ty, format!("abs({})", x.code)))
-            }
-            "int" | "float" => {
-                arity(1, 1)?;
-                let codes = self.typed_args(name, args, &[|t| t.numeric() || t.stringy()])?;
-                let ty = if name == "int" { Ty::Int } else { Ty::Float };
-                Ok(Out::term(ty, format!("{name}({})", codes[0])))
-            }
-            "string" => {
-                arity(1, 1)?;
-                let codes = self.typed_args(name, args, &[|t| !t.has_time()])?;
-                Ok(Out::term(Ty::Str, format!("string({})", codes[0])))
-            }
-            "keys" | "values" => {
-                arity(1, 1)?;
-                let x = self.expr(&args[0])?;
-                let ty = match (&x.ty, name) {
-                    (Ty::Map(_), "keys") => Ty::Array(Box::new(Ty::Str)),
-                    (Ty::Map(v), _) => Ty::Array(v.clone()),
-                    (t, "keys") if t.dynamic() => Ty::Array(Box::new(Ty::Str)),
-                    (t, _) if t.dynamic() => Ty::Array(Box::new(Ty::Any)),
-                    (t, _) => return Err(format!("{name}() needs a map, not {t}")),
-                };
-                Ok(Out::term(ty, format!("{name}({})", x.code)))
-            }
-            "seconds" | "minutes" | "hours" | "days" | "weeks" => {
-                arity(1, 1)?;
-                let codes = self.typed_args(name, args, &[|t| *t == Ty::Int || t.dynamic()])?;
-                let unit = DurUnit::from_function(name)
-                    .ok_or_else(|| format!("unknown function {name}"))?;
-                Ok(Out::term(
-                    Ty::Dur,
-                    format!("__dur({}, {})", codes[0], unit as u8),
-                ))
-            }
-            "duration" => {
-                arity(1, 1)?;
-                let x = self.expr(&args[0])?;
-                if !x.ty.stringy() {
-                    return Err(format!("invalid argument for duration ({})", x.ty));
-                }
-                match &x.constant {
-                    // Constant arguments are parsed now, so an invalid one is
-                    // a compile error (see the module docs, case 203).
-                    Some(text) => {
-                        let nanos = time::parse_duration(text)?;
-                        Ok(Out::term(Ty::Dur, int_code(nanos)))
-                    }
-                    None => Ok(Out::term(Ty::Dur, format!("__duration({})", x.code))),
-                }
-            }
-            "now" => {
-                arity(0, 0)?;
-                Ok(Out::term(Ty::Time, "__now()".to_string()))
-            }
-            _ => Err(format!("unknown function {name}")),
+        if args.len() < min || args.len() > max {
+            let expected = if min == max {
+                min.to_string()
+            } else {
+                format!("{min} to {max}")
+            };
+            return Err(format!(
+                "{name}() takes {expected} argument(s), got {}",
+                args.len()
+            ));
         }
+        let mut types = Vec::with_capacity(args.len());
+        let mut exprs = Vec::with_capacity(args.len());
+        for arg in args {
+            let (t, e) = self.expr(arg)?;
+            types.push(t);
+            exprs.push(e);
+        }
+        let bad = |i: usize| format!("invalid argument {} for {name} ({})", i + 1, types[i]);
+        let all = |ok: &dyn Fn(usize, &Ty) -> bool| match types
+            .iter()
+            .enumerate()
+            .find(|(i, t)| !ok(*i, t))
+        {
+            Some((i, _)) => Err(bad(i)),
+            None => Ok(()),
+        };
+        let ty = match func {
+            Func::Len => {
+                let t = &types[0];
+                if !matches!(t, Ty::Str | Ty::Array(_) | Ty::Map(_)) && !t.dynamic() {
+                    return Err(format!("invalid argument for len ({t})"));
+                }
+                Ty::Int
+            }
+            Func::First | Func::Last => types[0]
+                .element()
+                .ok_or_else(|| format!("{name}() needs an array, not {}", types[0]))?,
+            Func::Lower | Func::Upper | Func::Trim => {
+                all(&|_, t| t.stringy())?;
+                Ty::Str
+            }
+            Func::Split => {
+                all(&|i, t| if i < 2 { t.stringy() } else { t.int() })?;
+                Ty::Array(Box::new(Ty::Str))
+            }
+            Func::Join => {
+                all(&|i, t| match i {
+                    0 => t.dynamic() || matches!(t, Ty::Array(e) if e.stringy()),
+                    _ => t.stringy(),
+                })?;
+                Ty::Str
+            }
+            Func::Abs => match &types[0] {
+                t @ (Ty::Int | Ty::Float) => t.clone(),
+                t if t.dynamic() => Ty::Any,
+                t => return Err(format!("invalid argument for abs ({t})")),
+            },
+            Func::Int | Func::Float => {
+                all(&|_, t| t.numeric() || t.stringy())?;
+                if func == Func::Int {
+                    Ty::Int
+                } else {
+                    Ty::Float
+                }
+            }
+            Func::String => {
+                all(&|_, t| !t.has_time())?;
+                Ty::Str
+            }
+            Func::Keys | Func::Values => match (&types[0], func) {
+                (Ty::Map(_), Func::Keys) => Ty::Array(Box::new(Ty::Str)),
+                (Ty::Map(v), _) => Ty::Array(v.clone()),
+                (t, Func::Keys) if t.dynamic() => Ty::Array(Box::new(Ty::Str)),
+                (t, _) if t.dynamic() => Ty::Array(Box::new(Ty::Any)),
+                (t, _) => return Err(format!("{name}() needs a map, not {t}")),
+            },
+            Func::Units(..) => {
+                all(&|_, t| t.int())?;
+                Ty::Dur
+            }
+            Func::Duration => {
+                if !types[0].stringy() {
+                    return Err(format!("invalid argument for duration ({})", types[0]));
+                }
+                // A constant argument is parsed now, so an invalid one is a
+                // compile error (case 203).
+                if let Some(Expr::Const(Value::Str(text))) = exprs.first() {
+                    let nanos = time::parse_duration(text)?;
+                    return Ok((Ty::Dur, Expr::Const(Value::Dur(nanos))));
+                }
+                Ty::Dur
+            }
+            Func::Now => Ty::Time,
+        };
+        Ok((ty, Expr::Call(func, exprs)))
     }
 
-    /// Checks each argument against its predicate; returns their code.
-    fn typed_args(
-        &mut self,
-        name: &str,
-        args: &[Node],
-        accept: &[fn(&Ty) -> bool],
-    ) -> Result<Vec<String>, String> {
-        let mut codes = Vec::new();
-        for (i, arg) in args.iter().enumerate() {
-            let out = self.expr(arg)?;
-            if !accept.get(i).is_some_and(|ok| ok(&out.ty)) {
+    /// `all(xs, pred)` and the other predicate builtins; the second argument
+    /// is the predicate, braced or not.
+    fn iterate(&mut self, pred: Pred, args: &[Node]) -> Out {
+        let name = pred.name();
+        let (array, body) = match args {
+            [array, body] => (array, Some(body)),
+            [array] if pred == Pred::Count => (array, None),
+            [_] => return Err(format!("{name}() needs a predicate")),
+            _ => return Err(format!("{name}() takes an array and a predicate")),
+        };
+        if matches!(array, Node::Closure(_)) {
+            return Err(format!("{name}() needs an array, not a predicate"));
+        }
+        let (ty, array) = self.expr(array)?;
+        let item = ty
+            .element()
+            .ok_or_else(|| format!("{name}() needs an array, not {ty}"))?;
+        let Some(body) = body else {
+            if !item.boolish() {
                 return Err(format!(
-                    "invalid argument {} for {name} ({})",
-                    i + 1,
-                    out.ty
+                    "count() without a predicate needs an array of bool, not {ty}"
                 ));
             }
-            codes.push(out.code);
+            return Ok((Ty::Int, Expr::Iterate(pred, boxed(array), None)));
+        };
+        let (body_ty, body) = self.predicate(body, item.clone())?;
+        if pred != Pred::Map && !body_ty.boolish() {
+            return Err(format!("{name}() predicate must be bool, not {body_ty}"));
         }
-        Ok(codes)
+        let ty = match pred {
+            Pred::Map => Ty::Array(Box::new(body_ty)),
+            Pred::Filter => Ty::Array(Box::new(item)),
+            Pred::Count => Ty::Int,
+            _ => Ty::Bool,
+        };
+        Ok((ty, Expr::Iterate(pred, boxed(array), Some(boxed(body)))))
     }
 }
 
+/// A builtin without a predicate, with its arity (the spec's MUST and
+/// SHOULD lists, semantics §13.4).
+fn builtin(name: &str) -> Option<(Func, usize, usize)> {
+    Some(match name {
+        "len" => (Func::Len, 1, 1),
+        "first" => (Func::First, 1, 1),
+        "last" => (Func::Last, 1, 1),
+        "lower" => (Func::Lower, 1, 1),
+        "upper" => (Func::Upper, 1, 1),
+        "trim" => (Func::Trim, 1, 2),
+        "split" => (Func::Split, 2, 3),
+        "join" => (Func::Join, 1, 2),
+        "abs" => (Func::Abs, 1, 1),
+        "int" => (Func::Int, 1, 1),
+        "float" => (Func::Float, 1, 1),
+        "string" => (Func::String, 1, 1),
+        "keys" => (Func::Keys, 1, 1),
+        "values" => (Func::Values, 1, 1),
+        "seconds" => (Func::Units("seconds", time::NANOS_PER_SECOND), 1, 1),
+        "minutes" => (Func::Units("minutes", time::NANOS_PER_MINUTE), 1, 1),
+        "hours" => (Func::Units("hours", time::NANOS_PER_HOUR), 1, 1),
+        "days" => (Func::Units("days", time::NANOS_PER_DAY), 1, 1),
+        "weeks" => (Func::Units("weeks", time::NANOS_PER_WEEK), 1, 1),
+        "duration" => (Func::Duration, 1, 1),
+        "now" => (Func::Now, 0, 0),
+        _ => return None,
+    })
+}
+
 /// An array's element type, `any` for the empty literal's `nil`.
-fn self_or_any(element: &Ty) -> Ty {
+fn element_or_any(element: &Ty) -> Ty {
     if *element == Ty::Nil {
         Ty::Any
     } else {
         element.clone()
-    }
-}
-
-/// An integer as expr source (negative values as a parenthesised negation; the
-/// grammar has no negative literals and `-9223372036854775808` overflows).
-fn int_code(n: i64) -> String {
-    match n {
-        i64::MIN => "(-9223372036854775807 - 1)".to_string(),
-        n if n < 0 => format!("(-{})", n.unsigned_abs()),
-        n => n.to_string(),
     }
 }

@@ -221,6 +221,7 @@ impl TestFilterRequest {
             body: &m.body,
             enqueued_at_ms,
             visible_at_ms,
+            now_ms,
         })
     }
 }
