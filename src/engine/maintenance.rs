@@ -10,16 +10,6 @@ use super::Engine;
 use crate::observe::Event;
 use crate::store::{Committed, Program, Statement, StepId, Transport};
 
-/// One queue's statement (`?1`), returning each changed row's new state.
-macro_rules! for_one_queue {
-    ($template:expr) => {
-        crate::statement!(concatcp!(
-            str_replace!($template, "SCOPE", "queue = ?1"),
-            " RETURNING state"
-        ))
-    };
-}
-
 /// Every queue's statement (the cron sweep and the gauges).
 macro_rules! for_every_queue {
     ($template:expr) => {
@@ -43,50 +33,43 @@ UPDATE messages SET
   locked_until = 0
 WHERE SCOPE AND state = 'locked' AND locked_until <= {now}";
 
-/// T3: due scheduled rows activate — unless their TTL already ran out, in
-/// which case the TTL step dead-letters them in place (§6).
-pub(super) const ACTIVATE_DUE_SCHEDULED: &str = "\
-UPDATE messages SET state = 'active'
-WHERE SCOPE AND state = 'scheduled' AND visible_at <= {now}
-  AND (expires_at = 0 OR expires_at > {now})";
+/// T3, T16, T17: due rows of a queue, in one pass. A due schedule
+/// activates unless its TTL already ran out (§6); a TTL-expired row that is
+/// not yet a dead letter is dead-lettered in place (`TTLExpired`) or, in a
+/// discarding queue, deleted: the mark `TTLDiscarded` makes the
+/// `ttl_discard` trigger (migration 0004) delete it within this statement.
+/// Each side of the union seeks its own partial index.
+pub(super) const SETTLE_DUE: &str = "\
+UPDATE messages SET
+  state = CASE WHEN expires_at > 0 AND expires_at <= {now} THEN 'dead_lettered' ELSE 'active' END,
+  dead_letter_reason = CASE WHEN expires_at > 0 AND expires_at <= {now} THEN
+      CASE WHEN (SELECT dead_letter_on_expire FROM queues WHERE name = messages.queue) = 1
+        THEN 'TTLExpired' ELSE 'TTLDiscarded' END
+    ELSE dead_letter_reason END,
+  lock_token = NULL,
+  locked_until = 0
+WHERE id IN (
+  SELECT id FROM messages WHERE SCOPE AND state = 'scheduled' AND visible_at <= {now}
+  UNION
+  SELECT id FROM messages WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered'
+    AND expires_at <= {now})";
 
-/// T16: TTL-expired rows of a dead-lettering queue.
-pub(super) const DEAD_LETTER_EXPIRED: &str = "\
-UPDATE messages SET state = 'dead_lettered', dead_letter_reason = 'TTLExpired',
-  lock_token = NULL, locked_until = 0
-WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}
-  AND (SELECT dead_letter_on_expire FROM queues WHERE name = messages.queue) = 1";
-
-/// T17: TTL-expired rows of a discarding queue.
-pub(super) const DISCARD_EXPIRED: &str = "\
-DELETE FROM messages
-WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= {now}
-  AND (SELECT dead_letter_on_expire FROM queues WHERE name = messages.queue) = 0";
-
-/// One queue's housekeeping, in the order reap → activate → expire.
-pub(super) const ONE_QUEUE: [Statement; 4] = [
-    for_one_queue!(REAP_EXPIRED_LEASES),
-    for_one_queue!(ACTIVATE_DUE_SCHEDULED),
-    for_one_queue!(DEAD_LETTER_EXPIRED),
-    for_one_queue!(DISCARD_EXPIRED),
+/// One queue's housekeeping: reap, then the due rows.
+pub(super) const ONE_QUEUE: [Statement; 2] = [
+    crate::statement!(concatcp!(
+        str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1"),
+        " RETURNING state"
+    )),
+    crate::statement!(concatcp!(
+        str_replace!(SETTLE_DUE, "SCOPE", "queue = ?1"),
+        " RETURNING state, dead_letter_reason"
+    )),
 ];
 
 /// Every queue's housekeeping, in the same order.
-pub(super) const EVERY_QUEUE: [Statement; 4] = [
+pub(super) const EVERY_QUEUE: [Statement; 2] = [
     for_every_queue!(REAP_EXPIRED_LEASES),
-    for_every_queue!(ACTIVATE_DUE_SCHEDULED),
-    for_every_queue!(DEAD_LETTER_EXPIRED),
-    for_every_queue!(DISCARD_EXPIRED),
-];
-
-/// What each step's returned rows mean (§19), in [`ONE_QUEUE`] order. The
-/// reaper returns each row's new state: a lease that ran out of deliveries
-/// is also a dead letter.
-const EVENTS: [Event; 4] = [
-    Event::LockExpired,
-    Event::Activated,
-    Event::DeadLettered,
-    Event::TtlDiscarded,
+    for_every_queue!(SETTLE_DUE),
 ];
 
 /// The steps of one queue's housekeeping inside a program, so the caller
@@ -94,37 +77,46 @@ const EVENTS: [Event; 4] = [
 #[must_use = "report the housekeeping with note_housekeeping once committed"]
 pub(crate) struct Housekeeping {
     queue: String,
-    steps: [StepId; 4],
+    reap: StepId,
+    due: StepId,
 }
 
 impl<T: Transport> Engine<T> {
     /// Appends one queue's housekeeping to a write program. Each statement
     /// returns the state of every row it changed (one small row each).
     pub(crate) fn housekeeping(&self, program: &mut Program, queue: &str) -> Housekeeping {
-        let mut steps = [StepId(0); 4];
-        for (step, statement) in steps.iter_mut().zip(&ONE_QUEUE) {
-            *step = program.step(statement, vec![queue.into()]);
-        }
+        let [reap, due] = &ONE_QUEUE;
         Housekeeping {
             queue: queue.to_owned(),
-            steps,
+            reap: program.step(reap, vec![queue.into()]),
+            due: program.step(due, vec![queue.into()]),
         }
     }
 
-    /// Counts what a committed housekeeping did (§19).
+    /// Counts what a committed housekeeping did (§19): every reaped lease
+    /// (and the dead letters among them), then activations, TTL dead
+    /// letters and TTL discards.
     pub(crate) fn note_housekeeping(&self, committed: &Committed, done: &Housekeeping) {
-        for (step, event) in done.steps.iter().zip(EVENTS) {
-            let mut changed = 0;
-            let mut dead = 0;
-            for row in committed.rows(*step) {
-                changed += 1;
-                dead += u64::from(row.text(0).is_ok_and(|s| s == "dead_lettered"));
-            }
-            self.note(&done.queue, event, changed);
-            if event == Event::LockExpired {
-                self.note(&done.queue, Event::DeadLettered, dead);
+        let queue = done.queue.as_str();
+        let dead = |row: &crate::store::Row| row.text(0).is_ok_and(|s| s == "dead_lettered");
+        let reaped: Vec<bool> = committed.rows(done.reap).map(|r| dead(&r)).collect();
+        self.note(queue, Event::LockExpired, reaped.len() as u64);
+        self.note(
+            queue,
+            Event::DeadLettered,
+            reaped.iter().filter(|d| **d).count() as u64,
+        );
+        let (mut activated, mut dead_lettered, mut discarded) = (0, 0, 0);
+        for row in committed.rows(done.due) {
+            match row.opt_text(1) {
+                Ok(Some("TTLDiscarded")) => discarded += 1,
+                _ if dead(&row) => dead_lettered += 1,
+                _ => activated += 1,
             }
         }
+        self.note(queue, Event::Activated, activated);
+        self.note(queue, Event::DeadLettered, dead_lettered);
+        self.note(queue, Event::TtlDiscarded, discarded);
     }
 
     /// Appends every queue's housekeeping to a write program (the sweep).

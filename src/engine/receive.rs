@@ -6,7 +6,7 @@ use std::future::Future;
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::{random_hex, require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
+use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use crate::observe::Event;
 use const_format::str_replace;
 
@@ -163,11 +163,12 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.properties, messages.delivery_count, messages.enqueued_at,
   messages.locked_until, messages.lock_token";
 
-/// A live attempt record: the exact earlier answer.
-pub(super) const FIND_ATTEMPT: Statement = crate::statement!(
-    "\
-SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}"
-);
+/// The head of a claim: whether queue `?1` exists, and the exact earlier
+/// answer of a live receive attempt `?2` (none for '').
+pub(super) const CLAIM_HEAD: Statement = crate::statement!(crate::schema_checked!(
+    "(SELECT 1 FROM queues WHERE name = ?1),
+  (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now})"
+));
 
 /// Records this claim's exact answer under the attempt id, if it claimed
 /// anything; receive-and-delete answers carry no token or lease.
@@ -197,8 +198,7 @@ RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, con
 
 /// The steps of one claim attempt.
 struct ClaimSteps {
-    exists: StepId,
-    replay: Option<StepId>,
+    head: StepId,
     claim: StepId,
     deleted: Option<StepId>,
 }
@@ -250,12 +250,10 @@ impl<T: Transport> Engine<T> {
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
         let tokens = claim_tokens(max as usize)?;
 
-        let mut program = Program::write();
-        let housekeeping = self.housekeeping(&mut program, queue);
-        let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
         let attempt = request.attempt_id.as_str();
-        let replay = (!attempt.is_empty())
-            .then(|| program.step(&FIND_ATTEMPT, vec![queue.into(), attempt.into()]));
+        let mut program = Program::write();
+        let head = program.head(&CLAIM_HEAD, vec![queue.into(), attempt.into()]);
+        let housekeeping = self.housekeeping(&mut program, queue);
         let claim = program.step(
             &CLAIM,
             vec![
@@ -281,12 +279,13 @@ impl<T: Transport> Engine<T> {
         let deleted = delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
-        let replayed = replay.is_some_and(|s| committed.first_row(s).is_some());
+        let replayed = committed
+            .first_row(head)
+            .is_some_and(|row| row.opt_text(2).is_ok_and(|r| r.is_some()));
         let messages = read_claim(
             &committed,
             ClaimSteps {
-                exists,
-                replay,
+                head,
                 claim,
                 deleted,
             },
@@ -339,11 +338,14 @@ fn read_claim(
     committed: &Committed,
     steps: ClaimSteps,
 ) -> Result<Vec<ReceivedMessage>, EngineError> {
-    if committed.first_row(steps.exists).is_none() {
+    let Some(head) = committed.first_row(steps.head) else {
+        return Err(EngineError::QueueNotFound);
+    };
+    if head.int(1)? == 0 {
         return Err(EngineError::QueueNotFound);
     }
-    if let Some(row) = steps.replay.and_then(|s| committed.first_row(s)) {
-        return replayed(row.text(0)?);
+    if let Some(response) = head.opt_text(2)? {
+        return replayed(response);
     }
     let source = steps.deleted.unwrap_or(steps.claim);
     let mut messages = read_received(committed, source, steps.deleted.is_none())?;

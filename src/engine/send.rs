@@ -39,97 +39,63 @@ pub struct SendRequest {
 /// Guard: the schedule time `?1` is not after the database's `now`.
 pub(super) const NOT_FUTURE: Statement = crate::guard!("{now} >= ?1");
 
-/// The request's copies, one JSON array `?3` of
-/// `[queue, dedup_key, request_hash, message_id, correlation_id, reply_to,
-/// group_id, content_type, subject, properties, body_offset, body_length]`
-/// (a direct send has one copy per message, a publish one per accepting
-/// subscription), numbered by position, with `nth` counting the earlier
-/// copies of the same `(queue, key)` in the request (only the first of them
-/// can be new).
-macro_rules! copies {
-    () => {
-        "cp AS (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, j.value ->> 0 AS queue,
-    j.value ->> 1 AS dkey,
-    row_number() OVER (PARTITION BY j.value ->> 0, j.value ->> 1 ORDER BY CAST(j.key AS INTEGER)) AS nth
-  FROM json_each(?3) j)"
-    };
-}
-
 /// Whether the whole request may be written: name `?1` still has the
 /// fingerprint `?2` the copies were routed with; a direct send's queue
-/// exists; no copy lacks a group id in a `group_fifo` queue. Clock-free, so
-/// every statement of the transaction reaches the same verdict.
+/// exists; none of the queues `?4` that a copy without a group id is bound
+/// for is `group_fifo`. Clock-free, so [`READ_OUTCOME`] reaches the verdict
+/// [`INSERT_MESSAGES`] acted on.
 macro_rules! send_ok {
     () => {
-        "((SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) = ?2
+        "(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) = ?2
   AND (?2 <> '0:0' OR EXISTS (SELECT 1 FROM queues WHERE name = ?1))
-  AND NOT EXISTS (SELECT 1 FROM json_each(?3) g JOIN queues gq ON gq.name = g.value ->> 0
-    WHERE gq.ordering_mode = 'group_fifo' AND g.value ->> 6 IS NULL))"
+  AND NOT EXISTS (SELECT 1 FROM json_each(?4) g JOIN queues gq ON gq.name = g.value
+    WHERE gq.ordering_mode = 'group_fifo')"
     };
 }
 
-/// Step 1, dedup gate (semantics §5): for each copy bound for a queue with
-/// a window, claim `(queue, key)` unless an entry is still in its window or
-/// an earlier copy of the request claimed it. A claim records the seq the
-/// copy's insert will get: copies are inserted in request order from the
-/// next AUTOINCREMENT value, so the seq of a new copy is that value plus the
-/// number of new copies before it. A duplicate does not refresh `seen_at`:
-/// the window is fixed.
-pub(super) const RESERVE_DEDUP_KEYS: Statement = crate::statement!(concat!(
-    "WITH ",
-    copies!(),
-    ",
-p AS (SELECT cp.pos, cp.queue, cp.dkey, cp.v ->> 2 AS hash, q.dedup_window_ms AS window,
-    CASE WHEN q.dedup_window_ms <= 0 THEN 1 WHEN cp.nth > 1 THEN 0
-      WHEN EXISTS (SELECT 1 FROM dedup d WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey
-        AND d.seen_at > {now} - q.dedup_window_ms) THEN 0
-      ELSE 1 END AS fresh
-  FROM cp JOIN queues q ON q.name = cp.queue WHERE ",
-    send_ok!(),
-    "),
-s AS (SELECT *, (SELECT coalesce(max(seq), 0) + 1 FROM sqlite_sequence WHERE name = 'messages')
-    + sum(fresh) OVER (ORDER BY pos) - 1 AS seq FROM p)
-INSERT INTO dedup (queue, dedup_key, request_hash, seq_number, seen_at)
-SELECT queue, dkey, hash, seq, {now} FROM s WHERE window > 0 AND fresh = 1
-ON CONFLICT (queue, dedup_key) DO UPDATE SET
-  request_hash = excluded.request_hash, seq_number = excluded.seq_number, seen_at = excluded.seen_at"
-));
-
-/// Step 2: insert every new copy in request order: all copies of a queue
-/// without a window, and in a queue with one the first copy of each key
-/// whose claim step 1 just wrote (its seq is not below the next seq).
-/// Bodies are slices of the one blob `?4`; `?5` schedule time (0 = now),
-/// `?6` TTL. TTL is anchored at the visible time and capped by the queue
-/// default (§4c). Returns the new seqs.
+/// The whole Send (semantics §4–§6) in one statement. `?3` is the JSON
+/// array of copies `[queue, dedup_key, request_hash, message_id,
+/// correlation_id, reply_to, group_id, content_type, subject, properties,
+/// body_offset, body_length, first]` — one per message for a direct send,
+/// one per accepting subscription for a publish; `first` marks the first
+/// copy of its `(queue, key)` in the request. Bodies are slices of the one
+/// blob `?5`; `?6` schedule time (0 = now), `?7` TTL, anchored at the
+/// visible time and capped by the queue default (§4c).
+///
+/// A copy bound for a queue with a dedup window is inserted only if it is
+/// the first of its key and no entry is still in its window; it carries
+/// its key and hash, and the `dedup_on_insert` trigger (migration 0004)
+/// records the entry with the row's own seq. A duplicate does not refresh
+/// `seen_at`: the window is fixed. Returns the new seqs.
 pub(super) const INSERT_MESSAGES: Statement = crate::statement!(concat!(
-    "WITH ",
-    copies!(),
-    ",
-nextseq(next) AS MATERIALIZED (SELECT coalesce(max(seq), 0) + 1 FROM sqlite_sequence WHERE name = 'messages')
-INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, message_id,
-  correlation_id, reply_to, group_id, content_type, subject, properties, body)
+    "INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, message_id,
+  correlation_id, reply_to, group_id, content_type, subject, properties, body, dedup_key,
+  request_hash)
 SELECT cp.queue,
-  CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END,
-  CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END,
+  CASE WHEN ?6 > 0 THEN 'scheduled' ELSE 'active' END,
+  CASE WHEN ?6 > 0 THEN ?6 ELSE {now} END,
   {now},
-  CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END) + cp.ttl ELSE 0 END,
+  CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?6 > 0 THEN ?6 ELSE {now} END) + cp.ttl ELSE 0 END,
   cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
-  coalesce(substr(?4, (cp.v ->> 10) + 1, cp.v ->> 11), x'')
-FROM (SELECT cp.*, q.dedup_window_ms AS window, CASE
-    WHEN q.default_ttl_ms > 0 AND (?6 <= 0 OR ?6 > q.default_ttl_ms) THEN q.default_ttl_ms
-    WHEN ?6 > 0 THEN ?6 ELSE 0 END AS ttl
-  FROM cp JOIN queues q ON q.name = cp.queue) cp
+  coalesce(substr(?5, (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+  CASE WHEN cp.window > 0 THEN cp.dkey END,
+  CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
+FROM (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, j.value ->> 0 AS queue,
+    j.value ->> 1 AS dkey, q.dedup_window_ms AS window, CASE
+      WHEN q.default_ttl_ms > 0 AND (?7 <= 0 OR ?7 > q.default_ttl_ms) THEN q.default_ttl_ms
+      WHEN ?7 > 0 THEN ?7 ELSE 0 END AS ttl
+  FROM json_each(?3) j JOIN queues q ON q.name = j.value ->> 0) cp
 WHERE ",
     send_ok!(),
     "
-  AND (cp.window <= 0 OR (cp.nth = 1 AND EXISTS (SELECT 1 FROM dedup d
-    WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey AND d.seq_number >= (SELECT next FROM nextseq))))
+  AND (cp.window <= 0 OR (cp.v ->> 12 = 1 AND NOT EXISTS (SELECT 1 FROM dedup d
+    WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey AND d.seen_at > {now} - cp.window)))
 ORDER BY cp.pos
 RETURNING id"
 ));
 
 /// Step 3, what the request needs to answer, as tagged rows:
-/// `0` the verdict of [`send_ok!`] (`ok`, `topic_changed`, `queue_missing`,
+/// `0` the verdict of `send_ok!` (`ok`, `topic_changed`, `queue_missing`,
 /// `group_required`); `1` the final dedup entry of every `(queue, key)` of a
 /// queue with a window; `2` the topic's current subscriptions when the
 /// routing used a stale view, so the retry needs no extra read.
@@ -138,8 +104,8 @@ pub(super) const READ_OUTCOME: Statement = crate::statement!(
     WHEN (SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) <> ?2
       THEN 'topic_changed'
     WHEN ?2 = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1) THEN 'queue_missing'
-    WHEN EXISTS (SELECT 1 FROM json_each(?3) g JOIN queues gq ON gq.name = g.value ->> 0
-      WHERE gq.ordering_mode = 'group_fifo' AND g.value ->> 6 IS NULL) THEN 'group_required'
+    WHEN EXISTS (SELECT 1 FROM json_each(?4) g JOIN queues gq ON gq.name = g.value
+      WHERE gq.ordering_mode = 'group_fifo') THEN 'group_required'
     ELSE 'ok' END, NULL, NULL, NULL
 UNION ALL
 SELECT 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
@@ -253,11 +219,13 @@ impl<T: Transport> Engine<T> {
                 .collect()
         };
         let copies = copies_json(&deliveries);
+        let ungrouped = ungrouped_queues(&deliveries);
         let key = || -> Vec<Value> {
             vec![
                 name.into(),
                 view.fingerprint.as_str().into(),
                 copies.as_str().into(),
+                ungrouped.as_str().into(),
             ]
         };
         let mut insert_args = key();
@@ -271,7 +239,6 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
-        program.step(&RESERVE_DEDUP_KEYS, key());
         let inserted = program.step(&INSERT_MESSAGES, insert_args);
         let outcome = program.step(&READ_OUTCOME, key());
         let committed = match self.run(&mut program).await {
@@ -466,9 +433,11 @@ fn bodies_base64(messages: &[OutgoingMessage]) -> String {
 
 /// The copies as the JSON array the send statements read (`?3`).
 fn copies_json(deliveries: &[Delivery]) -> String {
+    let mut seen: HashSet<(&str, &str)> = HashSet::new();
     let copies: Vec<serde_json::Value> = deliveries
         .iter()
         .map(|d| {
+            let first = seen.insert((d.queue, d.prepared.key.as_str()));
             let p = d.prepared;
             let m = p.message;
             serde_json::json!([
@@ -484,10 +453,24 @@ fn copies_json(deliveries: &[Delivery]) -> String {
                 properties_json(&m.properties),
                 p.offset,
                 m.body.len(),
+                i64::from(first),
             ])
         })
         .collect();
     serde_json::Value::Array(copies).to_string()
+}
+
+/// The queues a copy without a group id is bound for, as a JSON array
+/// (`?4`): a `group_fifo` one among them refuses the request.
+fn ungrouped_queues(deliveries: &[Delivery]) -> String {
+    let mut queues: Vec<&str> = deliveries
+        .iter()
+        .filter(|d| d.prepared.message.group_id.is_none())
+        .map(|d| d.queue)
+        .collect();
+    queues.sort_unstable();
+    queues.dedup();
+    serde_json::to_string(&queues).unwrap_or_default()
 }
 
 /// Stored properties: a JSON object, NULL when there are none.

@@ -114,7 +114,8 @@ SELECT m.queue, m.id, m.lock_token, ?3, ?4, {now}, {now} + ",
     "
 FROM json_each(?2) j CROSS JOIN messages m ON m.id = json_extract(j.value, '$[0]')
 WHERE m.queue = ?1 AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
-  AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})"
+  AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})
+RETURNING seq_number, lock_token"
 ));
 
 /// Rows of this request whose receipt was just written (their token is
@@ -175,14 +176,16 @@ pub(super) const DEFER: Statement = crate::statement!(concat!(
 /// only has one if that very pair passed the fence — now or in an earlier
 /// identical request — and a correct pair can never vouch for a wrong one
 /// sharing its token (§9.4).
-pub(super) const LIVE_RECEIPTS: Statement = crate::statement!(
-    "\
-SELECT r.seq_number, r.lock_token FROM settlement_receipts r
+/// Read first, as the program's head (one row, whatever the count): a
+/// pair vouched for by an earlier identical request is a replay; the pairs
+/// this request passes the fence for come back from [`RECORD_RECEIPTS`].
+pub(super) const LIVE_RECEIPTS: Statement = crate::statement!(crate::schema_checked!(
+    "(SELECT json_group_array(json_array(r.seq_number, r.lock_token)) FROM settlement_receipts r
 WHERE r.queue = ?1 AND r.operation = ?3 AND r.args = ?4 AND r.expires_at > {now}
   AND EXISTS (SELECT 1 FROM json_each(?2) j WHERE json_extract(j.value, '$[0]') = r.seq_number
     AND json_extract(j.value, '$[1]') = r.lock_token)
-  AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2))"
-);
+  AND r.seq_number IN (SELECT json_extract(value, '$[0]') FROM json_each(?2)))"
+));
 
 /// T13: extend live, fenced leases to `now + lock_duration`, never shorter.
 /// Returns the committed deadlines.
@@ -266,7 +269,8 @@ impl<T: Transport> Engine<T> {
             ]
         };
         let mut program = Program::write();
-        program.step(&RECORD_RECEIPTS, key());
+        let live = program.head(&LIVE_RECEIPTS, key());
+        let recorded = program.step(&RECORD_RECEIPTS, key());
         let mut effect_args = key();
         match how {
             Settlement::Abandon { delay_ms } => effect_args.push((*delay_ms).max(0).into()),
@@ -280,7 +284,6 @@ impl<T: Transport> Engine<T> {
             Settlement::Complete | Settlement::Defer => {}
         }
         let effect = program.step(how.effect(), effect_args);
-        let live = program.step(&LIVE_RECEIPTS, key());
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         // Rows this call changed (replays change none): the §19 events.
         let mut changed = 0;
@@ -297,8 +300,17 @@ impl<T: Transport> Engine<T> {
         };
         self.note(queue, event, changed);
         self.note(queue, Event::DeadLettered, dead_lettered);
-        let mut vouched = Vec::new();
-        for row in committed.rows(live) {
+        let mut vouched: Vec<(i64, String)> = Vec::new();
+        if let Some(row) = committed.first_row(live) {
+            let earlier: Vec<(i64, String)> =
+                serde_json::from_str(row.opt_text(1)?.unwrap_or("[]")).map_err(|e| {
+                    EngineError::Store(crate::store::StoreError::Failed(format!(
+                        "unreadable receipts: {e}"
+                    )))
+                })?;
+            vouched.extend(earlier);
+        }
+        for row in committed.rows(recorded) {
             vouched.push((row.int(0)?, row.text(1)?.to_owned()));
         }
         Ok(items

@@ -34,6 +34,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_subscription_revisions.sql",
         sql: include_str!("../../migrations/0003_subscription_revisions.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_lean_writes.sql",
+        sql: include_str!("../../migrations/0004_lean_writes.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.
