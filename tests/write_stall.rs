@@ -25,6 +25,8 @@ const HANG_MS: u64 = 200;
 #[derive(Default)]
 struct Wire {
     hang_writes: AtomicBool,
+    /// Answer writes as sqld does when all its capped connections are stuck.
+    refuse_writes: AtomicBool,
     writes: AtomicU64,
     reads: AtomicU64,
 }
@@ -44,6 +46,12 @@ impl Transport for StallingDb {
             return self.inner.send_pipeline(body).await;
         }
         self.wire.writes.fetch_add(1, Ordering::SeqCst);
+        if self.wire.refuse_writes.load(Ordering::SeqCst) {
+            return Ok(HttpReply {
+                status: 429,
+                body: br#"{"error":"Timed out while opening database connection"}"#.to_vec(),
+            });
+        }
         if self.wire.hang_writes.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(HANG_MS)).await;
             return Err(TransportError::AnswerLost(format!(
@@ -246,4 +254,33 @@ async fn a_stalled_database_trips_the_breaker_and_recovers() {
         reached - (refused_from + 2),
         broker.wire.reads.load(Ordering::SeqCst)
     );
+}
+
+/// sqld with capped connections shows its deadlock as 429 on every request:
+/// the store's own retries of one write count, so a single request trips
+/// the breaker instead of each request spending five attempts.
+#[tokio::test]
+async fn connection_refusals_trip_the_breaker_too() {
+    let broker = Broker::new();
+    let (status, _, json, _) = broker
+        .call(
+            "AdminService/CreateQueue",
+            json!({"name": "q", "config": {}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    broker.wire.refuse_writes.store(true, Ordering::SeqCst);
+    let before = broker.writes();
+    let (status, retry_after, json, _) = broker.send("refused").await;
+    assert_eq!((status, code(&json)), (503, "unavailable"), "{json}");
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert_eq!(
+        broker.writes() - before,
+        3,
+        "three attempts, then the breaker"
+    );
+    let (status, _, json, _) = broker.send("again").await;
+    assert_eq!((status, code(&json)), (503, "unavailable"), "{json}");
+    assert_eq!(broker.writes() - before, 3, "nothing more sent");
+    broker.list_queues_works().await;
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// When to open and how long to stay open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    /// Consecutive lost write answers that open the breaker.
+    /// Consecutive write attempts without progress that open the breaker.
     pub threshold: u32,
     /// First back-off; each failed probe doubles it.
     pub base_backoff_ms: i64,
@@ -62,7 +62,7 @@ pub enum WriteState {
 }
 
 /// Permission to send one write; tell the breaker how it went with
-/// [`WritePermit::succeeded`] or [`WritePermit::answer_lost`]. A permit
+/// [`WritePermit::succeeded`] or [`WritePermit::no_progress`]. A permit
 /// dropped without a verdict (the request was cancelled) frees the probe slot.
 pub struct WritePermit<'a> {
     health: &'a WriteHealth,
@@ -78,8 +78,9 @@ impl WritePermit<'_> {
         *self.health.lock() = State::Closed { failures: 0 };
     }
 
-    /// The write's answer was lost (timeout, reset, gateway).
-    pub fn answer_lost(mut self) {
+    /// The write made no progress: its answer was lost (timeout, reset,
+    /// gateway) or the database was too busy to take it (429).
+    pub fn no_progress(mut self) {
         self.settled = true;
         self.health.record_lost(self.probe);
     }
@@ -200,7 +201,7 @@ mod tests {
 
     fn lose(health: &WriteHealth) {
         if let Ok(permit) = health.admit() {
-            permit.answer_lost();
+            permit.no_progress();
         }
     }
 
@@ -223,7 +224,7 @@ mod tests {
         assert!(probe.is_ok());
         assert_eq!(health.admit().err(), Some(0), "one probe at a time");
         if let Ok(probe) = probe {
-            probe.answer_lost();
+            probe.no_progress();
         }
         assert_eq!(health.admit().err(), Some(2_000));
         for _ in 0..10 {

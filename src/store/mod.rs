@@ -249,8 +249,8 @@ impl<T: Transport> Store<T> {
         let sent = self.transport.send_pipeline(body).await;
         if let Some(permit) = permit {
             match &sent {
-                Err(TransportError::AnswerLost(_)) => permit.answer_lost(),
-                Ok(reply) if (502..=504).contains(&reply.status) => permit.answer_lost(),
+                Err(TransportError::AnswerLost(_)) => permit.no_progress(),
+                Ok(reply) if matches!(reply.status, 429 | 502..=504) => permit.no_progress(),
                 Ok(_) => permit.succeeded(),
                 // Never reached the database: no verdict either way.
                 Err(TransportError::NotSent(_)) => drop(permit),
