@@ -71,9 +71,13 @@ impl Soak {
         match reply.status {
             200 => {}
             503 => {
-                self.counters
+                let n = self
+                    .counters
                     .unavailable_503
                     .fetch_add(1, Ordering::Relaxed);
+                if n < 5 {
+                    eprintln!("soak: {rpc} -> 503 {}", reply.text);
+                }
             }
             _ => {
                 self.counters.other_errors.fetch_add(1, Ordering::Relaxed);
