@@ -226,7 +226,7 @@ async fn status<T: Transport, W: Waiter>(
         auth: context.config.auth_enabled(),
         writes: match context.isolate.write_health.state() {
             WriteState::Accepting => "accepting",
-            WriteState::Stalled { .. } => "paused",
+            WriteState::Paused => "paused",
         },
     })
 }

@@ -55,10 +55,8 @@ enum State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteState {
     Accepting,
-    /// Writes are refused for about this long (0: a probe is due or running).
-    Stalled {
-        retry_after_ms: i64,
-    },
+    /// Writes are refused (until a probe succeeds).
+    Paused,
 }
 
 /// Permission to send one write; tell the breaker how it went with
@@ -141,13 +139,9 @@ impl WriteHealth {
 
     /// Whether writes are being accepted right now (Status, readiness).
     pub fn state(&self) -> WriteState {
-        let now = (self.now)();
         match *self.lock() {
             State::Closed { .. } => WriteState::Accepting,
-            State::Open { until_ms, .. } => WriteState::Stalled {
-                retry_after_ms: (until_ms - now).max(0),
-            },
-            State::Probing { .. } => WriteState::Stalled { retry_after_ms: 0 },
+            State::Open { .. } | State::Probing { .. } => WriteState::Paused,
         }
     }
 
