@@ -6,6 +6,7 @@
 #   PORT           Worker port (default 8787)
 #   LIBSQL_PORT    local libSQL server port (default 8080)
 #   LIBSQL_URL     use this libSQL server / Turso database instead (+ LIBSQL_AUTH_TOKEN)
+#   SQLD_BIN       start this sqld (with the flags in lib/common.sh) instead of the local server
 #   MQLITE_TOKENS  admin token(s); generated (mqk_ + 64 hex) when unset
 source "$(dirname "$0")/lib/common.sh"
 cd "$REPO_ROOT"
@@ -37,7 +38,14 @@ else
   mkdir -p data
   db_url="http://127.0.0.1:$LIBSQL_PORT"
   db_token=""
-  setsid target/release/mqlite-libsql --db data/mqlite.db --port "$LIBSQL_PORT" &
+  sqld="$(sqld_bin)"
+  if [ -n "$sqld" ]; then
+    log "starting sqld ($sqld ${SQLD_FLAGS[*]}) on data/sqld"
+    setsid "$sqld" --db-path data/sqld --http-listen-addr "127.0.0.1:$LIBSQL_PORT" --no-welcome \
+      "${SQLD_FLAGS[@]}" &
+  else
+    setsid target/release/mqlite-libsql --db data/mqlite.db --port "$LIBSQL_PORT" &
+  fi
   pids+=($!)
   wait_for_http "$db_url/health" 30 || die "the local libSQL server did not start on port $LIBSQL_PORT"
 fi

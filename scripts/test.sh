@@ -2,6 +2,9 @@
 # `make test`: installs what is missing, checks formatting and lints, runs
 # the native unit and engine tests, builds the Worker, then runs the
 # end-to-end suite against wrangler dev (workerd) and the local libSQL server.
+# With SQLD_BIN naming sqld (the libSQL server behind Turso; CI sets it when
+# the machine has one) it also runs the end-to-end suite once
+# against sqld and a 20,000-message soak against it.
 source "$(dirname "$0")/lib/common.sh"
 cd "$REPO_ROOT"
 
@@ -29,7 +32,19 @@ log "building the Worker and the local libSQL server"
 bash scripts/build-worker.sh
 cargo build --release --quiet -p mqlite-libsql || die "building mqlite-libsql failed"
 
-log "end-to-end tests through workerd"
-MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
-  MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql" \
-  cargo test -p mqlite-e2e
+export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
+  MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql"
+
+log "end-to-end tests through workerd (local libSQL server)"
+cargo test -p mqlite-e2e --test e2e
+
+sqld="$(sqld_bin)"
+if [ -n "$sqld" ]; then
+  log "end-to-end tests through workerd against sqld ($sqld ${SQLD_FLAGS[*]})"
+  MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test e2e
+  log "soak against sqld: 4 producers, 8 consumers, 20,000 messages, group_fifo"
+  MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test soak
+else
+  log "SKIPPED: the end-to-end run against sqld and the sqld soak (SQLD_BIN is not set;" \
+    "point it at sqld, e.g. the one \`turso dev\` runs, to include them)"
+fi

@@ -61,8 +61,10 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             return;
         }
     };
+    let isolate = isolate();
     let engine = Engine::new(transport, Clock::Database, config.limits.clone())
-        .with_observer(isolate().registry.clone());
+        .with_observer(isolate.registry.clone())
+        .with_write_health(isolate.write_health.clone());
     if let Err(e) = engine.sweep(&config.retention).await {
         worker::console_error!("maintenance sweep failed: {e:?}");
     }

@@ -221,7 +221,9 @@ async fn c212_status() {
     assert_eq!(status["subscriptions"], 1);
     assert!(status["uptime_ms"].as_i64().expect("uptime") >= 0);
     assert_eq!(status["auth"], true);
-    assert_eq!(status.as_object().expect("object").len(), 11);
+    // The spec's eleven members plus the Worker's `writes` (write breaker).
+    assert_eq!(status["writes"], "accepting");
+    assert_eq!(status.as_object().expect("object").len(), 12);
     assert!(!status.to_string().contains("secret"));
 }
 

@@ -1,7 +1,7 @@
 //! sqld (the libSQL server behind Turso) for the benchmarks, from `SQLD_BIN`:
 //! a fresh database in a temporary folder on a free loopback port, started
-//! with the connection cap that keeps it from deadlocking under concurrent
-//! writers (see docs/), killed on drop.
+//! with the connection cap that keeps it from deadlocking (docs/sqld-concurrency.md),
+//! killed on drop.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -30,7 +30,8 @@ impl Sqld {
             .arg("--db-path")
             .arg(dir.join("db"))
             .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
-            .args(["--no-welcome", "--max-concurrent-connections", "4"])
+            .arg("--no-welcome")
+            .args(mqlite_e2e::SQLD_FLAGS)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

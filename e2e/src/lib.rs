@@ -1,6 +1,7 @@
-//! End-to-end fixtures: a local libSQL server plus `wrangler dev` (workerd
-//! running the real wasm build) on free ports, driven over HTTP. Every
-//! process is started in its own process group and killed on drop.
+//! End-to-end fixtures: a database server (the project's local libSQL
+//! server, or sqld when `MQLITE_E2E_SQLD` names one) plus `wrangler dev`
+//! (workerd running the real wasm build) on free ports, driven over HTTP.
+//! Every process is started in its own process group and killed on drop.
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -10,11 +11,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// sqld's flag that avoids its write deadlock under concurrent writers
+/// (docs/sqld-concurrency.md): every sqld the project starts uses it.
+pub const SQLD_FLAGS: [&str; 2] = ["--max-concurrent-connections", "1"];
+
 /// Paths handed over by `scripts/test.sh`.
 pub struct Tools {
     pub root: PathBuf,
     pub wrangler: PathBuf,
     pub libsql: PathBuf,
+    /// When set, stacks start this sqld instead of the local server.
+    pub sqld: Option<PathBuf>,
 }
 
 impl Tools {
@@ -28,7 +35,18 @@ impl Tools {
             root: var("MQLITE_E2E_ROOT")?,
             wrangler: var("MQLITE_E2E_WRANGLER")?,
             libsql: var("MQLITE_E2E_LIBSQL")?,
+            sqld: std::env::var_os("MQLITE_E2E_SQLD")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
         })
+    }
+
+    /// Which database server stacks start, for the run's log.
+    pub fn database_name(&self) -> String {
+        match &self.sqld {
+            Some(path) => format!("sqld ({}, {})", path.display(), SQLD_FLAGS.join(" ")),
+            None => "the local libSQL server".into(),
+        }
     }
 }
 
@@ -79,10 +97,12 @@ pub struct Stack {
     pub base: String,
     pub db_url: String,
     pub token: String,
+    /// Whether the database is the local server (which counts round trips).
+    local_database: bool,
     dir: PathBuf,
     // Dropped in order: Worker first, then the database.
     _worker: Group,
-    _libsql: Option<Group>,
+    database: Option<Group>,
 }
 
 pub struct StackOptions<'a> {
@@ -97,25 +117,11 @@ impl Stack {
         let dir =
             std::env::temp_dir().join(format!("mqlite-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let local_database = tools.sqld.is_none();
         let (libsql, db_url) = match options.database_url {
             Some(url) => (None, url),
             None => {
-                let port = free_port();
-                let log =
-                    std::fs::File::create(dir.join("libsql.log")).map_err(|e| e.to_string())?;
-                let group = Group::spawn(
-                    Command::new(&tools.libsql)
-                        .args([
-                            "--db",
-                            &dir.join("e2e.db").to_string_lossy(),
-                            "--port",
-                            &port.to_string(),
-                        ])
-                        .stdout(Stdio::null())
-                        .stderr(log),
-                )?;
-                let url = format!("http://127.0.0.1:{port}");
-                wait_ready(&format!("{url}/health"), Duration::from_secs(30))?;
+                let (group, url) = start_database(tools, &dir)?;
                 (Some(group), url)
             }
         };
@@ -162,9 +168,10 @@ impl Stack {
             base,
             db_url,
             token,
+            local_database,
             dir,
             _worker: worker,
-            _libsql: libsql,
+            database: libsql,
         })
     }
 
@@ -217,6 +224,17 @@ impl Stack {
         }
     }
 
+    /// The database server's process id, when this stack started one.
+    pub fn database_pid(&self) -> Option<u32> {
+        self.database.as_ref().map(|g| g.0.id())
+    }
+
+    /// Whether [`Stack::round_trips`] counts anything: only the local
+    /// server reports its pipeline requests (sqld has no such counter).
+    pub fn counts_round_trips(&self) -> bool {
+        self.local_database
+    }
+
     /// Pipeline requests the database has served (our local server only).
     pub fn round_trips(&self) -> u64 {
         ureq::get(&format!("{}/stats", self.db_url))
@@ -252,6 +270,40 @@ impl Reply {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// Starts the stack's own database: sqld (with [`SQLD_FLAGS`]) when the run
+/// names one, otherwise the local server. Returns it and its URL.
+fn start_database(tools: &Tools, dir: &std::path::Path) -> Result<(Group, String), String> {
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("database.log")).map_err(|e| e.to_string())?;
+    let mut command = match &tools.sqld {
+        Some(sqld) => {
+            let mut c = Command::new(sqld);
+            c.args(["--db-path", &dir.join("sqld").to_string_lossy()])
+                .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
+                .arg("--no-welcome")
+                .args(SQLD_FLAGS);
+            c
+        }
+        None => {
+            let mut c = Command::new(&tools.libsql);
+            c.args(["--db", &dir.join("e2e.db").to_string_lossy()])
+                .args(["--port", &port.to_string()]);
+            c
+        }
+    };
+    let group = Group::spawn(command.stdout(Stdio::null()).stderr(log))?;
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/health"), Duration::from_secs(60))?;
+    Ok((group, url))
+}
+
+/// Threads of a process (from `/proc`), e.g. to see sqld's grow.
+pub fn thread_count(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()
+        .map(|d| d.count())
 }
 
 fn wait_ready(url: &str, limit: Duration) -> Result<(), String> {

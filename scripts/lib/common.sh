@@ -47,3 +47,18 @@ wait_for_http() {
     sleep 0.2
   done
 }
+
+# sqld (the libSQL server behind Turso, also what `turso dev` runs) deadlocks
+# under concurrent write transactions unless it caps its connections
+# (docs/sqld-concurrency.md). Every sqld this project starts gets these flags;
+# keep them equal to SQLD_FLAGS in e2e/src/lib.rs.
+SQLD_FLAGS=(--max-concurrent-connections 1)
+
+# The sqld to test against: $SQLD_BIN when it names an executable, else
+# nothing (a user's clone has no sqld; the scripts then say what they skip).
+sqld_bin() {
+  if [ -n "${SQLD_BIN:-}" ]; then
+    [ -x "$SQLD_BIN" ] || die "SQLD_BIN=$SQLD_BIN is not an executable"
+    printf '%s\n' "$SQLD_BIN"
+  fi
+}

@@ -134,6 +134,12 @@ impl<T: Transport> Engine<T> {
         self
     }
 
+    /// Gates this engine's writes on the isolate-wide breaker `health`.
+    pub fn with_write_health(mut self, health: Arc<crate::store::WriteHealth>) -> Self {
+        self.store = self.store.with_write_health(health);
+        self
+    }
+
     /// Reports storage calls and message effects to `registry`.
     pub fn with_observer(mut self, registry: Arc<Registry>) -> Self {
         self.observer = Some(registry);
@@ -156,6 +162,10 @@ impl<T: Transport> Engine<T> {
         )
         .with_topics(self.topics.clone())
         .with_credential(key);
+        let engine = match self.store.write_health() {
+            Some(health) => engine.with_write_health(health.clone()),
+            None => engine,
+        };
         match &self.observer {
             Some(registry) => engine.with_observer(registry.clone()),
             None => engine,

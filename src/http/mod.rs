@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::engine::{Clock, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
 use crate::observe::{prometheus, AuthOutcome, Registry};
-use crate::store::Transport;
+use crate::store::{Policy, Transport, WriteHealth};
 use crate::wire::{ApiError, ErrorCode};
 
 /// The parts of a request the broker looks at.
@@ -69,10 +69,18 @@ impl Response {
     }
 
     fn error(error: &ApiError) -> Self {
-        Response {
+        let mut response = Response {
             code: Some(error.code),
             ..Self::json(error.status(), error.body())
+        };
+        if let Some(ms) = error.retry_after_ms {
+            // Whole seconds, rounded up, never 0: "now" would invite a storm.
+            let seconds = (ms.max(1) + 999) / 1000;
+            response
+                .headers
+                .push(("Retry-After".into(), seconds.to_string()));
         }
+        response
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -106,12 +114,14 @@ pub fn body_too_large(cap: usize) -> ApiError {
     )
 }
 
-/// What outlives a request inside one isolate: when it started and the
-/// compiled topic filters it has seen.
+/// What outlives a request inside one isolate: when it started, the
+/// compiled topic filters it has seen, its counters, and whether the
+/// database is taking writes.
 pub struct Isolate {
     pub started_at_ms: i64,
     pub topics: Arc<TopicCache>,
     pub registry: Arc<Registry>,
+    pub write_health: Arc<WriteHealth>,
 }
 
 impl Isolate {
@@ -121,7 +131,17 @@ impl Isolate {
             started_at_ms,
             topics: Arc::default(),
             registry: Arc::new(Registry::new(&routes, started_at_ms)),
+            write_health: Arc::new(WriteHealth::new(
+                Policy::default(),
+                Arc::new(|| Clock::Database.wall_ms()),
+            )),
         }
+    }
+
+    /// Replaces the write breaker (tests pick the policy and the clock).
+    pub fn with_write_health(mut self, health: WriteHealth) -> Self {
+        self.write_health = Arc::new(health);
+        self
     }
 }
 
@@ -140,7 +160,8 @@ impl<T: Transport> Service<T> {
         let setup = setup.map(|(config, transport)| {
             let engine = Engine::new(transport, clock, config.limits.clone())
                 .with_topics(isolate.topics.clone())
-                .with_observer(isolate.registry.clone());
+                .with_observer(isolate.registry.clone())
+                .with_write_health(isolate.write_health.clone());
             (config, engine)
         });
         Service { setup, isolate }

@@ -11,7 +11,7 @@ use super::Isolate;
 use crate::engine::{Engine, EngineError, KeySort, Settlement, Waiter};
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
-use crate::store::Transport;
+use crate::store::{Transport, WriteState};
 use crate::wire::admin::{
     CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, Empty, ListQueuesResponse,
     ListSubscriptionsResponse, PurgeRequest, PurgeResponse, RedriveRequest, RedriveResponse,
@@ -224,6 +224,10 @@ async fn status<T: Transport, W: Waiter>(
         subscriptions: counts.subscriptions,
         uptime_ms: uptime_ms.max(0),
         auth: context.config.auth_enabled(),
+        writes: match context.isolate.write_health.state() {
+            WriteState::Accepting => "accepting",
+            WriteState::Paused => "paused",
+        },
     })
 }
 

@@ -128,8 +128,9 @@ impl Task {
 }
 
 /// Whole-request result codes of `http.requests`: `ok` plus every error code
-/// of wire §7 (v0.3.3 adds `queue_changed` and `queue_not_empty`).
-pub const REQUEST_CODES: [&str; 17] = [
+/// of wire §7 (v0.3.3 adds `queue_changed` and `queue_not_empty`), and the
+/// Worker's `unavailable` (writes refused while the database is stalled).
+pub const REQUEST_CODES: [&str; 18] = [
     "ok",
     "unauthenticated",
     "permission_denied",
@@ -147,6 +148,7 @@ pub const REQUEST_CODES: [&str; 17] = [
     "unimplemented",
     "queue_changed",
     "queue_not_empty",
+    "unavailable",
 ];
 
 /// Error categories of an `error` storage outcome. Only these leave the
@@ -200,7 +202,7 @@ fn known_error_code(code: &str) -> &'static str {
 /// result-code names the server puts in its message.
 pub fn classify(error: &StoreError) -> &'static str {
     match error {
-        StoreError::Unavailable(_) => "connection",
+        StoreError::Unavailable(_) | StoreError::WritesPaused { .. } => "connection",
         StoreError::OutcomeUnknown(_) => "outcome_unknown",
         StoreError::Failed(message) => {
             let upper = message.to_ascii_uppercase();
@@ -245,6 +247,7 @@ mod tests {
             Canceled,
             Internal,
             OutcomeUnknown,
+            Unavailable,
         ];
         for code in all {
             assert!(REQUEST_CODES.contains(&code.as_str()), "{code:?}");

@@ -6,8 +6,11 @@
 //!   back for contention (`SQLITE_BUSY`) is retried with back-off;
 //! * a read whose answer was lost is retried;
 //! * a write whose answer was lost is `OutcomeUnknown`, never retried;
-//! * a structured error from the server is a definite non-commit.
+//! * a structured error from the server is a definite non-commit;
+//! * while the isolate's write breaker is open ([`health`]), a write is not
+//!   sent at all: [`StoreError::WritesPaused`].
 
+pub mod health;
 pub mod hrana;
 pub mod migrate;
 #[cfg(feature = "native")]
@@ -17,10 +20,13 @@ mod rows;
 pub mod statement;
 pub mod transport;
 
+pub use health::{Policy, WriteHealth, WriteState};
 pub use program::{Program, StepId};
 pub use rows::{Row, RowError};
 pub use statement::Statement;
 pub use transport::{HttpReply, Transport, TransportError};
+
+use std::sync::Arc;
 
 use hrana::{BatchResult, HranaError, PipelineRequest, PipelineResponse, StmtResult};
 use hrana::{StreamRequest, StreamResponse, StreamResult};
@@ -44,6 +50,9 @@ pub enum StoreError {
     Failed(String),
     /// The database holds a schema newer than this build: refused, untouched.
     SchemaTooNew { found: i64, supported: i64 },
+    /// Recent writes went unanswered, so this write was not sent (nothing
+    /// applied); writes are tried again in about `retry_after_ms`.
+    WritesPaused { retry_after_ms: i64 },
 }
 
 impl std::fmt::Display for StoreError {
@@ -56,6 +65,11 @@ impl std::fmt::Display for StoreError {
                 f,
                 "database schema version {found} is newer than this build supports ({supported}); \
                  refusing to touch it: deploy a newer mqlite-edge"
+            ),
+            StoreError::WritesPaused { retry_after_ms } => write!(
+                f,
+                "the database is not accepting writes (recent writes went unanswered); \
+                 this write was not sent; retry in {retry_after_ms} ms"
             ),
         }
     }
@@ -120,11 +134,27 @@ enum Attempt {
 /// A libSQL database reached over Hrana pipelines.
 pub struct Store<T> {
     transport: T,
+    /// The isolate's write breaker; `None` sends every write.
+    health: Option<Arc<WriteHealth>>,
 }
 
 impl<T: Transport> Store<T> {
     pub fn new(transport: T) -> Self {
-        Store { transport }
+        Store {
+            transport,
+            health: None,
+        }
+    }
+
+    /// Gates writes on the isolate-wide breaker `health`.
+    pub fn with_write_health(mut self, health: Arc<WriteHealth>) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// The breaker this store reports to, if any.
+    pub fn write_health(&self) -> Option<&Arc<WriteHealth>> {
+        self.health.as_ref()
     }
 
     pub fn transport(&self) -> &T {
@@ -207,9 +237,32 @@ impl<T: Transport> Store<T> {
         classify(program, result)
     }
 
-    /// One HTTP exchange, parsed down to the batch result.
+    /// One HTTP exchange, parsed down to the batch result. A write first
+    /// asks the breaker, and tells it whether the database answered.
     async fn exchange(&self, body: String, write: bool) -> Result<BatchResult, Retryable> {
-        let reply = match self.transport.send_pipeline(body).await {
+        let permit = match self
+            .health
+            .as_deref()
+            .filter(|_| write)
+            .map(WriteHealth::admit)
+        {
+            Some(Err(retry_after_ms)) => {
+                return Err(Retryable::No(StoreError::WritesPaused { retry_after_ms }))
+            }
+            Some(Ok(permit)) => Some(permit),
+            None => None,
+        };
+        let sent = self.transport.send_pipeline(body).await;
+        if let Some(permit) = permit {
+            match &sent {
+                Err(TransportError::AnswerLost(_)) => permit.no_progress(),
+                Ok(reply) if matches!(reply.status, 429 | 502..=504) => permit.no_progress(),
+                Ok(_) => permit.succeeded(),
+                // Never reached the database: no verdict either way.
+                Err(TransportError::NotSent(_)) => drop(permit),
+            }
+        }
+        let reply = match sent {
             Ok(reply) => reply,
             Err(TransportError::NotSent(m)) => {
                 return Err(Retryable::Yes(StoreError::Unavailable(m)))

@@ -274,4 +274,8 @@ pub struct StatusResponse {
     pub subscriptions: i64,
     pub uptime_ms: i64,
     pub auth: bool,
+    /// [Worker extension] `accepting`, or `paused` while this isolate's
+    /// write breaker refuses writes because the database stopped answering
+    /// them (reads, including this call's ping, still work).
+    pub writes: &'static str,
 }

@@ -25,6 +25,11 @@ pub enum ErrorCode {
     Canceled,
     Internal,
     OutcomeUnknown,
+    /// [Worker extension] the database is not accepting writes, so the write
+    /// was not sent: nothing applied, safe to retry after `Retry-After`.
+    /// Not `outcome_unknown` (wire §7 forbids it for a write that cannot have
+    /// applied) and not `internal` (the caller should back off, not page).
+    Unavailable,
 }
 
 impl ErrorCode {
@@ -46,6 +51,7 @@ impl ErrorCode {
             ErrorCode::Canceled => "canceled",
             ErrorCode::Internal => "internal",
             ErrorCode::OutcomeUnknown => "outcome_unknown",
+            ErrorCode::Unavailable => "unavailable",
         }
     }
 
@@ -65,7 +71,7 @@ impl ErrorCode {
             ErrorCode::MessageTooLarge => 413,
             ErrorCode::Canceled => 499,
             ErrorCode::Internal => 500,
-            ErrorCode::OutcomeUnknown => 503,
+            ErrorCode::OutcomeUnknown | ErrorCode::Unavailable => 503,
         }
     }
 }
@@ -75,6 +81,8 @@ impl ErrorCode {
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// When to try again, for answers that say "not now" (`Retry-After`).
+    pub retry_after_ms: Option<i64>,
 }
 
 impl ApiError {
@@ -82,6 +90,7 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            retry_after_ms: None,
         }
     }
 
@@ -176,6 +185,12 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let code = match e {
             StoreError::OutcomeUnknown(_) => ErrorCode::OutcomeUnknown,
+            StoreError::WritesPaused { retry_after_ms } => {
+                return ApiError {
+                    retry_after_ms: Some(retry_after_ms),
+                    ..ApiError::new(ErrorCode::Unavailable, e.to_string())
+                }
+            }
             _ => ErrorCode::Internal,
         };
         ApiError::new(code, e.to_string())
