@@ -27,3 +27,24 @@ BEGIN
     seq_number = excluded.seq_number,
     seen_at = excluded.seen_at;
 END;
+
+-- Group heads change on a dead-letter transition, and every statement that
+-- moves a row into or out of the dead letters also writes its
+-- dead_letter_reason (reap and TTL expiry, Abandon past the delivery
+-- count, Reject, Redrive). Firing on that column instead of `state` keeps
+-- the trigger out of the statements that only move rows between live
+-- states (the claim, the reap of a lease, Defer), which SQLite then
+-- compiles without it on every request.
+DROP TRIGGER group_head_on_state;
+CREATE TRIGGER group_head_on_state AFTER UPDATE OF dead_letter_reason ON messages
+WHEN NEW.group_id IS NOT NULL AND ((OLD.state = 'dead_lettered') <> (NEW.state = 'dead_lettered'))
+BEGIN
+  DELETE FROM group_heads WHERE queue = NEW.queue AND group_id = NEW.group_id;
+  INSERT INTO group_heads (queue, group_id, head_id)
+  SELECT NEW.queue, NEW.group_id, head FROM (SELECT min(
+      coalesce((SELECT min(id) FROM messages WHERE queue = NEW.queue AND group_id = NEW.group_id AND state = 'active'), 9223372036854775807),
+      coalesce((SELECT min(id) FROM messages WHERE queue = NEW.queue AND group_id = NEW.group_id AND state = 'locked'), 9223372036854775807),
+      coalesce((SELECT min(id) FROM messages WHERE queue = NEW.queue AND group_id = NEW.group_id AND state = 'deferred'), 9223372036854775807),
+      coalesce((SELECT min(id) FROM messages WHERE queue = NEW.queue AND group_id = NEW.group_id AND state = 'scheduled'), 9223372036854775807)) AS head)
+  WHERE head < 9223372036854775807;
+END;

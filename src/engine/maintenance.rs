@@ -21,34 +21,40 @@ macro_rules! for_every_queue {
     };
 }
 
-/// T14: expired leases become claimable again, or dead letters once the
-/// delivery count is used up.
+/// T14: expired leases with deliveries left become claimable again. It
+/// writes no `dead_letter_reason`, so SQLite compiles it without the
+/// dead-letter triggers (migration 0004); a lease that used up the delivery
+/// count is [`SETTLE_DUE`]'s.
 pub(super) const REAP_EXPIRED_LEASES: &str = "\
-UPDATE messages SET
-  state = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
-    THEN 'dead_lettered' ELSE 'active' END,
-  dead_letter_reason = CASE WHEN delivery_count >= (SELECT max_delivery_count FROM queues WHERE name = messages.queue)
-    THEN 'MaxDeliveryCountExceeded' ELSE dead_letter_reason END,
-  lock_token = NULL,
-  locked_until = 0
-WHERE SCOPE AND state = 'locked' AND locked_until <= {now}";
+UPDATE messages SET state = 'active', lock_token = NULL, locked_until = 0
+WHERE SCOPE AND state = 'locked' AND locked_until <= {now}
+  AND delivery_count < (SELECT max_delivery_count FROM queues WHERE name = messages.queue)";
 
-/// T3, T16, T17: due rows of a queue, in one pass. A due schedule
-/// activates unless its TTL already ran out (§6); a TTL-expired row that is
-/// not yet a dead letter is dead-lettered in place (`TTLExpired`) or, in a
-/// discarding queue, deleted: the mark `TTLDiscarded` makes the
-/// `ttl_discard` trigger (migration 0004) delete it within this statement.
-/// Each side of the union seeks its own partial index.
+/// T14 (delivery count used up), T3, T16, T17: the rest of a queue's due
+/// rows, in one pass. An expired lease with no delivery left is
+/// dead-lettered (`MaxDeliveryCountExceeded`). A due schedule activates
+/// unless its TTL already ran out (§6); a TTL-expired row that is not yet a
+/// dead letter is dead-lettered in place (`TTLExpired`) or, in a discarding
+/// queue, deleted: the mark `TTLDiscarded` makes the `ttl_discard` trigger
+/// (migration 0004) delete it within this statement. Each side of the
+/// union seeks its own partial index.
 pub(super) const SETTLE_DUE: &str = "\
 UPDATE messages SET
-  state = CASE WHEN expires_at > 0 AND expires_at <= {now} THEN 'dead_lettered' ELSE 'active' END,
-  dead_letter_reason = CASE WHEN expires_at > 0 AND expires_at <= {now} THEN
+  state = CASE
+    WHEN state = 'locked' AND locked_until <= {now} THEN 'dead_lettered'
+    WHEN expires_at > 0 AND expires_at <= {now} THEN 'dead_lettered'
+    ELSE 'active' END,
+  dead_letter_reason = CASE
+    WHEN state = 'locked' AND locked_until <= {now} THEN 'MaxDeliveryCountExceeded'
+    WHEN expires_at > 0 AND expires_at <= {now} THEN
       CASE WHEN (SELECT dead_letter_on_expire FROM queues WHERE name = messages.queue) = 1
         THEN 'TTLExpired' ELSE 'TTLDiscarded' END
     ELSE dead_letter_reason END,
   lock_token = NULL,
   locked_until = 0
 WHERE id IN (
+  SELECT id FROM messages WHERE SCOPE AND state = 'locked' AND locked_until <= {now}
+  UNION
   SELECT id FROM messages WHERE SCOPE AND state = 'scheduled' AND visible_at <= {now}
   UNION
   SELECT id FROM messages WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered'
@@ -58,7 +64,7 @@ WHERE id IN (
 pub(super) const ONE_QUEUE: [Statement; 2] = [
     crate::statement!(concatcp!(
         str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1"),
-        " RETURNING state"
+        " RETURNING id"
     )),
     crate::statement!(concatcp!(
         str_replace!(SETTLE_DUE, "SCOPE", "queue = ?1"),
@@ -93,27 +99,27 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    /// Counts what a committed housekeeping did (§19): every reaped lease
-    /// (and the dead letters among them), then activations, TTL dead
-    /// letters and TTL discards.
+    /// Counts what a committed housekeeping did (§19): reaped leases
+    /// (those that used up their deliveries are dead letters too), then
+    /// activations, TTL dead letters and TTL discards.
     pub(crate) fn note_housekeeping(&self, committed: &Committed, done: &Housekeeping) {
         let queue = done.queue.as_str();
-        let dead = |row: &crate::store::Row| row.text(0).is_ok_and(|s| s == "dead_lettered");
-        let reaped: Vec<bool> = committed.rows(done.reap).map(|r| dead(&r)).collect();
-        self.note(queue, Event::LockExpired, reaped.len() as u64);
-        self.note(
-            queue,
-            Event::DeadLettered,
-            reaped.iter().filter(|d| **d).count() as u64,
-        );
+        let mut lock_expired = committed.rows(done.reap).count() as u64;
         let (mut activated, mut dead_lettered, mut discarded) = (0, 0, 0);
         for row in committed.rows(done.due) {
             match row.opt_text(1) {
                 Ok(Some("TTLDiscarded")) => discarded += 1,
-                _ if dead(&row) => dead_lettered += 1,
+                Ok(Some("MaxDeliveryCountExceeded")) => {
+                    lock_expired += 1;
+                    dead_lettered += 1;
+                }
+                Ok(Some(_)) if row.text(0).is_ok_and(|s| s == "dead_lettered") => {
+                    dead_lettered += 1
+                }
                 _ => activated += 1,
             }
         }
+        self.note(queue, Event::LockExpired, lock_expired);
         self.note(queue, Event::Activated, activated);
         self.note(queue, Event::DeadLettered, dead_lettered);
         self.note(queue, Event::TtlDiscarded, discarded);

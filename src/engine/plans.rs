@@ -126,6 +126,7 @@ fn housekeeping_uses_queue_leading_partial_indexes() {
     let indexes = [
         vec!["messages_lease_expiry (queue=? AND locked_until<?)"],
         vec![
+            "messages_lease_expiry (queue=? AND locked_until<?)",
             "messages_schedule_due (queue=? AND visible_at<?)",
             "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
         ],
