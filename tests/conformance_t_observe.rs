@@ -94,9 +94,12 @@ async fn c241_twenty_events_per_queue_and_effects_counted() {
         json!({"queue":"q","seq_number":seq,"lock_token":token}),
     )
     .await;
-    // The other lease runs out and, with one delivery allowed, dead-letters.
+    // The other lease runs out and, with one delivery allowed, dead-letters
+    // at the next request that runs the queue's housekeeping (Stats only
+    // reads: it reports the transition without applying it).
     api.advance(1000);
-    api.stats("q").await;
+    assert_eq!(api.stats("q").await["dead_lettered"], 1);
+    api.ok("QueueService/Peek", json!({"queue":"q"})).await;
     let o = api.ok("AdminService/Observe", json!({})).await;
     let events: Vec<&str> = o["messages"]
         .as_array()

@@ -1,6 +1,6 @@
 //! DeleteQueue (semantics §14.3), and the counts Status and Observe read.
 
-use super::stats::{read_stats, STATE_COLUMNS};
+use super::stats::{read_stats, PENDING, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
 use crate::observe::QueueGauge;
 use crate::store::Statement;
@@ -31,9 +31,13 @@ const ENTITY_COUNTS: Statement = crate::statement!(
 /// Every queue's kind, Stats' columns, and its row count in any state (the
 /// rows in none of the five states are reported as `unexpected`).
 const GAUGES: Statement = crate::statement!(const_format::concatcp!(
-    "SELECT q.name, q.kind, ",
+    "WITH ",
+    const_format::str_replace!(PENDING, "SCOPE", "queue IN (SELECT name FROM queues)"),
+    " SELECT q.name, q.kind, ",
     STATE_COLUMNS,
-    ", (SELECT count(*) FROM messages WHERE queue = q.name) FROM queues q ORDER BY q.name"
+    ", (SELECT count(*) FROM messages WHERE queue = q.name)
+      - (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.will = 'gone')
+    FROM queues q ORDER BY q.name"
 ));
 
 /// Numbers of entities.
@@ -95,11 +99,11 @@ impl<T: Transport> Engine<T> {
         })
     }
 
-    /// Every queue's gauges after every queue's housekeeping, so they agree
-    /// with Stats. One transaction.
+    /// Every queue's gauges as its housekeeping would leave them, so they
+    /// agree with Stats. One read transaction: monitoring never takes the
+    /// write lock.
     pub async fn gauges(&self) -> Result<Vec<QueueGauge>, EngineError> {
-        let mut program = Program::write();
-        self.housekeeping_all(&mut program);
+        let mut program = Program::read();
         let gauges = program.step(&GAUGES, vec![]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         let mut queues = Vec::new();

@@ -1,4 +1,5 @@
-//! Stats (wire §6.10): per-state row counts after the queue's housekeeping.
+//! Stats (wire §6.10): per-state row counts as the queue's housekeeping
+//! would leave them, read without a write lock.
 
 use super::{require_name, unexpected, Engine, EngineError};
 use crate::store::Statement;
@@ -16,24 +17,78 @@ pub struct QueueStats {
     pub oldest_message_age_ms: i64,
 }
 
+/// The rows of the queues in `SCOPE` that their next housekeeping would
+/// change (an expired lease, a due schedule, a TTL that ran out), with the
+/// state each had (`was`) and would get (`will`; `gone` for a TTL discard),
+/// by the same rules as the housekeeping statements. Each side of the union
+/// seeks its own partial index, so this reads the transitions that are
+/// pending, never the backlog. It lets Stats and the Observe gauges report
+/// what a request would see from a read transaction that takes no write
+/// lock and changes nothing.
+pub(super) const PENDING: &str = "pending AS MATERIALIZED (
+  SELECT m.queue, m.id, m.enqueued_at, m.state AS was, CASE
+    WHEN m.state = 'locked' AND m.locked_until <= {now}
+      AND m.delivery_count >= q.max_delivery_count THEN 'dead_lettered'
+    WHEN m.expires_at > 0 AND m.expires_at <= {now} THEN
+      CASE WHEN q.dead_letter_on_expire = 1 THEN 'dead_lettered' ELSE 'gone' END
+    ELSE 'active' END AS will
+  FROM messages m JOIN queues q ON q.name = m.queue
+  WHERE m.id IN (
+    SELECT id FROM messages WHERE SCOPE AND state = 'locked' AND locked_until <= {now}
+    UNION
+    SELECT id FROM messages WHERE SCOPE AND state = 'scheduled' AND visible_at <= {now}
+    UNION
+    SELECT id FROM messages WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered'
+      AND expires_at <= {now}))";
+
+/// The count of state `S` in queue row `q` once its pending transitions
+/// are applied. The stored count is an index-only scan of (queue, state, id).
+macro_rules! state_count {
+    ($state:literal) => {
+        concat!(
+            "(SELECT count(*) FROM messages WHERE queue = q.name AND state = '",
+            $state,
+            "')
+  - (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.was = '",
+            $state,
+            "')
+  + (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.will = '",
+            $state,
+            "')"
+        )
+    };
+}
+
 /// The five state counts and the oldest active-or-locked age of queue row
-/// `q`, shared by Stats and the Observe gauges. Counts are index-only scans
-/// of (queue, state, id). The oldest active or locked message is the lowest
-/// seq of each state: seqs are assigned in enqueue order, so no scan by
-/// enqueue time is needed.
-pub(super) const STATE_COLUMNS: &str = "
-  (SELECT count(*) FROM messages WHERE queue = q.name AND state = 'active'),
-  (SELECT count(*) FROM messages WHERE queue = q.name AND state = 'locked'),
-  (SELECT count(*) FROM messages WHERE queue = q.name AND state = 'deferred'),
-  (SELECT count(*) FROM messages WHERE queue = q.name AND state = 'scheduled'),
-  (SELECT count(*) FROM messages WHERE queue = q.name AND state = 'dead_lettered'),
+/// `q` as its housekeeping would leave them, shared by Stats and the
+/// Observe gauges. The oldest active or locked message is the lowest seq
+/// that stays or becomes active or locked: seqs are assigned in enqueue
+/// order, so no scan by enqueue time is needed.
+pub(super) const STATE_COLUMNS: &str = concat!(
+    state_count!("active"),
+    ",\n",
+    state_count!("locked"),
+    ",\n",
+    state_count!("deferred"),
+    ",\n",
+    state_count!("scheduled"),
+    ",\n",
+    state_count!("dead_lettered"),
+    ",
   coalesce({now} - min(
-    coalesce((SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'active' ORDER BY id LIMIT 1), {now}),
-    coalesce((SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'locked' ORDER BY id LIMIT 1), {now})), 0)";
+    coalesce((SELECT m.enqueued_at FROM messages m WHERE m.queue = q.name AND m.state = 'active'
+      AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = m.id) ORDER BY m.id LIMIT 1), {now}),
+    coalesce((SELECT m.enqueued_at FROM messages m WHERE m.queue = q.name AND m.state = 'locked'
+      AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = m.id) ORDER BY m.id LIMIT 1), {now}),
+    coalesce((SELECT p.enqueued_at FROM pending p WHERE p.queue = q.name AND p.will = 'active'
+      ORDER BY p.id LIMIT 1), {now})), 0)"
+);
 
 /// Stats of queue `?1`: no row when it does not exist.
 pub(super) const STATS: Statement = crate::statement!(const_format::concatcp!(
-    "SELECT ",
+    "WITH ",
+    const_format::str_replace!(PENDING, "SCOPE", "queue = ?1"),
+    " SELECT ",
     STATE_COLUMNS,
     " FROM queues q WHERE q.name = ?1"
 ));
@@ -59,11 +114,9 @@ pub(super) fn read_stats(queue: &str, row: &Row, at: usize) -> Result<QueueStats
 impl<T: Transport> Engine<T> {
     pub async fn stats(&self, queue: &str) -> Result<QueueStats, EngineError> {
         require_name(queue)?;
-        let mut program = Program::write();
-        let housekeeping = self.housekeeping(&mut program, queue);
+        let mut program = Program::read();
         let stats = program.step(&STATS, vec![queue.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
-        self.note_housekeeping(&committed, &housekeeping);
         let row = committed
             .first_row(stats)
             .ok_or(EngineError::QueueNotFound)?;
