@@ -164,7 +164,6 @@ async fn decision04_queue_config_validation() {
         json!({"max_delivery_count":-1}),
         json!({"default_ttl_ms":-1}),
         json!({"dedup_window_ms":-5}),
-        json!({"dlq_max_count":-1}),
     ] {
         api.fails(
             "AdminService/CreateQueue",

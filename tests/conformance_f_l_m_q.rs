@@ -289,8 +289,15 @@ async fn c178_c179_retention_by_count_keeps_the_newest() {
     api.create_queue("q", json!({"dlq_max_count":2})).await;
     api.create_queue("inherit", json!({})).await;
     api.create_queue("untouched", json!({})).await;
+    // decisions.md #4 (corrected): a negative bound is the queue's opt-out.
+    api.create_queue(
+        "opted-out",
+        json!({"dlq_max_count":-1,"dlq_max_age_ms":-1,"dlq_max_bytes":-1}),
+    )
+    .await;
     let dlq = dead_letters(&api, "q", 5).await;
     dead_letters(&api, "inherit", 5).await;
+    dead_letters(&api, "opted-out", 5).await;
     for i in 0..3 {
         api.send_text("untouched", &i.to_string()).await;
     }
@@ -309,6 +316,19 @@ async fn c178_c179_retention_by_count_keeps_the_newest() {
         3,
         "0 inherits the broker default"
     );
+    assert_eq!(
+        api.stats("opted-out").await["dead_lettered"],
+        5,
+        "-1 keeps every dead letter"
+    );
+    // The opt-out holds for every dimension of the broker's bound.
+    api.advance(10_000);
+    api.engine()
+        .sweep(&retention(1, 100, 1))
+        .await
+        .expect("sweep");
+    assert_eq!(api.stats("opted-out").await["dead_lettered"], 5);
+    assert_eq!(api.stats("inherit").await["dead_lettered"], 0);
     assert_eq!(api.stats("untouched").await["active"], 3);
 }
 

@@ -70,15 +70,15 @@ impl QueueConfigInput {
                 )))
             }
         };
-        // decisions.md #4: negative values are refused; zero means default.
+        // decisions.md #4: negative values are refused and zero means the
+        // default — except the DLQ retention bounds, where a negative value
+        // is the queue's explicit opt-out (unbounded, case 179) and zero
+        // inherits the broker's bound.
         for (field, value) in [
             ("lock_duration_ms", self.lock_duration_ms),
             ("max_delivery_count", self.max_delivery_count),
             ("default_ttl_ms", self.default_ttl_ms),
             ("dedup_window_ms", self.dedup_window_ms),
-            ("dlq_max_age_ms", self.dlq_max_age_ms),
-            ("dlq_max_count", self.dlq_max_count),
-            ("dlq_max_bytes", self.dlq_max_bytes),
         ] {
             if value < 0 {
                 return Err(EngineError::InvalidArgument(format!(

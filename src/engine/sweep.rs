@@ -10,7 +10,8 @@ use crate::store::Statement;
 use crate::store::{Program, Transport};
 
 /// Broker-wide DLQ retention defaults (`MQLITE_DLQ_*`); 0 = no bound.
-/// A queue's own positive `dlq_max_*` value wins over these.
+/// A queue's own positive `dlq_max_*` value wins over these, a negative
+/// one opts the queue out (unbounded), zero inherits (decisions.md #4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     pub max_age_ms: i64,
@@ -62,8 +63,8 @@ const RETAIN_BY_AGE: Statement = crate::statement!(
 DELETE FROM messages WHERE id IN (
   SELECT m.id FROM messages m JOIN queues q ON q.name = m.queue
   WHERE m.state = 'dead_lettered'
-    AND (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END) > 0
-    AND m.enqueued_at < {now} - (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms ELSE ?1 END)
+    AND (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms WHEN q.dlq_max_age_ms < 0 THEN 0 ELSE ?1 END) > 0
+    AND m.enqueued_at < {now} - (CASE WHEN q.dlq_max_age_ms > 0 THEN q.dlq_max_age_ms WHEN q.dlq_max_age_ms < 0 THEN 0 ELSE ?1 END)
   ORDER BY m.id LIMIT ?2)"
 );
 
@@ -73,7 +74,7 @@ const RETAIN_BY_COUNT: Statement = crate::statement!(
 DELETE FROM messages WHERE id IN (
   SELECT id FROM (
     SELECT m.id, row_number() OVER (PARTITION BY m.queue ORDER BY m.id DESC) AS rank,
-      CASE WHEN q.dlq_max_count > 0 THEN q.dlq_max_count ELSE ?1 END AS cap
+      CASE WHEN q.dlq_max_count > 0 THEN q.dlq_max_count WHEN q.dlq_max_count < 0 THEN 0 ELSE ?1 END AS cap
     FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
   WHERE cap > 0 AND rank > cap LIMIT ?2)"
 );
@@ -85,7 +86,7 @@ DELETE FROM messages WHERE id IN (
   SELECT id FROM (
     SELECT m.id,
       sum(length(m.body)) OVER (PARTITION BY m.queue ORDER BY m.id DESC ROWS UNBOUNDED PRECEDING) AS kept,
-      CASE WHEN q.dlq_max_bytes > 0 THEN q.dlq_max_bytes ELSE ?1 END AS cap
+      CASE WHEN q.dlq_max_bytes > 0 THEN q.dlq_max_bytes WHEN q.dlq_max_bytes < 0 THEN 0 ELSE ?1 END AS cap
     FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
   WHERE cap > 0 AND kept > cap LIMIT ?2)");
 
