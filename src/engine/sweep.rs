@@ -90,9 +90,95 @@ DELETE FROM messages WHERE id IN (
     FROM messages m JOIN queues q ON q.name = m.queue WHERE m.state = 'dead_lettered')
   WHERE cap > 0 AND kept > cap LIMIT ?2)");
 
+/// A queue's effective retention bound for one dimension: its own positive
+/// value, none for a negative one (its opt-out), else the broker's `?N`.
+macro_rules! bound {
+    ($column:literal, $broker:literal) => {
+        concat!(
+            "(CASE WHEN q.",
+            $column,
+            " > 0 THEN q.",
+            $column,
+            " WHEN q.",
+            $column,
+            " < 0 THEN 0 ELSE ",
+            $broker,
+            " END)"
+        )
+    };
+}
+
+/// Whether a pass has anything to do, read first so that an idle deployment
+/// costs one read and takes no write lock: a pending transition in any
+/// queue, an expired dedup entry, receipt or receive attempt, or dead
+/// letters past a bound (`?1` age, `?2` count, `?3` bytes, the broker's).
+/// Each term is an index seek, except the count bound (an index-only count
+/// of a queue's dead letters) and the bytes bound (a sum over a queue's dead
+/// letters, only where one is set).
+const SWEEP_DUE: Statement = crate::statement!(concat!(
+    "SELECT EXISTS (SELECT 1 FROM queues q WHERE
+    EXISTS (SELECT 1 FROM messages WHERE queue = q.name AND state = 'locked' AND locked_until <= {now})
+    OR EXISTS (SELECT 1 FROM messages WHERE queue = q.name AND state = 'scheduled' AND visible_at <= {now})
+    OR EXISTS (SELECT 1 FROM messages WHERE queue = q.name AND expires_at > 0
+      AND state <> 'dead_lettered' AND expires_at <= {now})
+    OR (",
+    bound!("dlq_max_age_ms", "?1"),
+    " > 0 AND (SELECT enqueued_at FROM messages WHERE queue = q.name AND state = 'dead_lettered'
+      ORDER BY id LIMIT 1) < {now} - ",
+    bound!("dlq_max_age_ms", "?1"),
+    ")
+    OR (",
+    bound!("dlq_max_count", "?2"),
+    " > 0 AND (SELECT count(*) FROM messages WHERE queue = q.name
+      AND state = 'dead_lettered') > ",
+    bound!("dlq_max_count", "?2"),
+    ")
+    OR (",
+    bound!("dlq_max_bytes", "?3"),
+    " > 0 AND (SELECT sum(length(body)) FROM messages WHERE queue = q.name
+      AND state = 'dead_lettered') > ",
+    bound!("dlq_max_bytes", "?3"),
+    "))
+  OR EXISTS (SELECT 1 FROM dedup
+    WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues))
+  OR EXISTS (SELECT 1 FROM settlement_receipts WHERE expires_at <= {now})
+  OR EXISTS (SELECT 1 FROM receive_attempts WHERE expires_at <= {now})"
+));
+
 impl<T: Transport> Engine<T> {
-    /// One maintenance pass over every queue, in one transaction.
+    /// One maintenance pass over every queue: a read that finds out whether
+    /// anything is due, then, only if so, one write transaction.
     pub async fn sweep(&self, retention: &Retention) -> Result<(), EngineError> {
+        let started = self.clock.wall_ms();
+        let result = self.sweep_if_due(retention).await;
+        if let Some(registry) = &self.observer {
+            let outcome = match result {
+                Ok(_) => MaintenanceOutcome::Success,
+                Err(_) => MaintenanceOutcome::Error,
+            };
+            let now = self.clock.wall_ms();
+            let seconds = (now - started).max(0) as f64 / 1000.0;
+            for task in Task::ALL.iter().filter(|t| t.enabled()) {
+                registry.record_maintenance(*task, outcome, seconds, now);
+            }
+        }
+        result
+    }
+
+    async fn sweep_if_due(&self, retention: &Retention) -> Result<(), EngineError> {
+        let mut probe = Program::read();
+        let due = probe.step(
+            &SWEEP_DUE,
+            vec![
+                retention.max_age_ms.into(),
+                retention.max_count.into(),
+                retention.max_bytes.into(),
+            ],
+        );
+        let committed = self.run(&mut probe).await.map_err(unexpected)?;
+        if committed.first_row(due).map_or(Ok(0), |row| row.int(0))? == 0 {
+            return Ok(());
+        }
         let mut program = Program::write();
         self.housekeeping_all(&mut program);
         for statement in [&DEDUP_JANITOR, &RECEIPT_JANITOR, &ATTEMPT_JANITOR] {
@@ -105,20 +191,7 @@ impl<T: Transport> Engine<T> {
         ] {
             program.step(statement, vec![bound.into(), RETENTION_LIMIT.into()]);
         }
-        let started = self.clock.wall_ms();
-        let result = self.run(&mut program).await;
-        if let Some(registry) = &self.observer {
-            let outcome = match result {
-                Ok(_) => MaintenanceOutcome::Success,
-                Err(_) => MaintenanceOutcome::Error,
-            };
-            let now = self.clock.wall_ms();
-            let seconds = (now - started).max(0) as f64 / 1000.0;
-            for task in Task::ALL.iter().filter(|t| t.enabled()) {
-                registry.record_maintenance(*task, outcome, seconds, now);
-            }
-        }
-        result.map_err(unexpected)?;
+        self.run(&mut program).await.map_err(unexpected)?;
         Ok(())
     }
 }
