@@ -173,7 +173,11 @@ fn reads_seek() {
     assert_no_message_scan("peek by state", &d);
     let d = plan(&peek::PEEK_ALL, vec![text("q"), int(0), int(32), int(1)]);
     assert_no_message_scan("peek", &d);
-    assert_uses("peek", &d, "messages_by_queue (queue=? AND rowid>?)");
+    assert_uses(
+        "peek",
+        &d,
+        "COVERING INDEX messages_by_state (queue=? AND state=? AND id>?)",
+    );
     let d = plan(
         &deferred::CLAIM_DEFERRED,
         vec![text("q"), text("[1]"), text("[\"t\"]")],
