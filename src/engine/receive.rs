@@ -148,6 +148,47 @@ pick(n, id, bytes, groups) AS (
 picked AS MATERIALIZED (SELECT n - 1 AS n, id FROM pick WHERE n > 0)
 LOCK_PICKED";
 
+/// The claim of a single message (`max_messages` 1, the common case): the
+/// walk of [`CLAIM`] reduced to its first step, without recursion, so the
+/// statement compiled on every such Receive is a fraction of the size.
+/// `?1` queue, `?2` receive attempt id (no row is picked while a live one
+/// exists), `?3` the JSON array holding the lock token.
+/// * strict_fifo: the first active row, unless an earlier row blocks it;
+/// * otherwise: the lower of the next ungrouped active row and the next
+///   group whose head is active.
+pub(super) const CLAIM_ONE: Statement = crate::statement!(str_replace!(
+    "\
+UPDATE messages SET
+  state = 'locked',
+  delivery_count = delivery_count + 1,
+  lock_token = ?3 ->> 0,
+  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
+WHERE id = (
+  SELECT CASE WHEN q.ordering_mode = 'strict_fifo' THEN (
+    SELECT c.id FROM (SELECT id FROM messages WHERE queue = ?1 AND state = 'active'
+        AND (expires_at = 0 OR expires_at > {now}) ORDER BY id LIMIT 1) c
+    WHERE NOT STRICT_BLOCKED)
+  ELSE (SELECT min(next) FROM (
+    SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active
+            WHERE m.queue = ?1 AND m.state = 'active' AND m.group_id IS NULL
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+            ORDER BY m.id LIMIT 1) AS next
+    UNION ALL
+    SELECT (SELECT h.head_id FROM group_heads h INDEXED BY group_heads_by_head
+            CROSS JOIN messages m ON m.id = h.head_id
+            WHERE h.queue = ?1 AND m.state = 'active'
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+            ORDER BY h.head_id LIMIT 1)))
+  END
+  FROM queues q WHERE q.name = ?1
+    AND NOT EXISTS (SELECT 1 FROM receive_attempts
+      WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}))
+RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count, enqueued_at, locked_until, lock_token",
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
+
 /// T5/T15: lock the `picked(n, id)` rows — each takes token `n` (0-based)
 /// of the JSON array `TOKENS` and a lease from the queue's lock duration —
 /// and return them in the Receive shape.
@@ -254,17 +295,24 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         let head = program.head(&CLAIM_HEAD, vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        let claim = program.step(
-            &CLAIM,
-            vec![
-                queue.into(),
-                max.into(),
-                i64::from(delete).into(),
-                self.limits.response_budget_bytes.into(),
-                attempt.into(),
-                tokens.as_str().into(),
-            ],
-        );
+        let claim = if max == 1 {
+            program.step(
+                &CLAIM_ONE,
+                vec![queue.into(), attempt.into(), tokens.as_str().into()],
+            )
+        } else {
+            program.step(
+                &CLAIM,
+                vec![
+                    queue.into(),
+                    max.into(),
+                    i64::from(delete).into(),
+                    self.limits.response_budget_bytes.into(),
+                    attempt.into(),
+                    tokens.as_str().into(),
+                ],
+            )
+        };
         if !attempt.is_empty() {
             program.step(
                 &RECORD_ATTEMPT,
