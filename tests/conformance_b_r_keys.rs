@@ -778,3 +778,40 @@ async fn invalid_body_with_an_unknown_key_is_401_not_400() {
         .await;
     assert_eq!(r.status, 401);
 }
+
+/// Wire §1.1: key-management responses are never cached (the secret of a
+/// CreateKey exists only in its answer).
+#[tokio::test]
+async fn key_management_answers_carry_no_store() {
+    let api = Api::new(&[]);
+    let auth = format!("Bearer {ADMIN}");
+    let headers = [("Authorization", auth.as_str())];
+    let create = br#"{"id":"0123456789abcdef0123456789abcdef","name":"k","permissions":["send"]}"#;
+    for (rpc, body) in [
+        ("CreateKey", create.as_slice()),
+        ("ListKeys", b"{}".as_slice()),
+        (
+            "RevokeKey",
+            br#"{"id":"0123456789abcdef0123456789abcdef"}"#.as_slice(),
+        ),
+        // An error answer too.
+        (
+            "RevokeKey",
+            br#"{"id":"ffffffffffffffffffffffffffffffff"}"#.as_slice(),
+        ),
+    ] {
+        let path = format!("/mqlite.v1.AuthService/{rpc}");
+        let response = api.request("POST", &path, &headers, body).await;
+        assert_eq!(response.header("Cache-Control"), Some("no-store"), "{rpc}");
+    }
+    // Positive control: an ordinary RPC answer may be cached by the client.
+    let response = api
+        .request(
+            "POST",
+            "/mqlite.v1.AdminService/ListQueues",
+            &headers,
+            b"{}",
+        )
+        .await;
+    assert_eq!(response.header("Cache-Control"), None);
+}

@@ -106,6 +106,34 @@ async fn c069_c070_body_cap_boundary_checked_before_existence() {
     assert_eq!(api.stats("q").await["total"], 1);
 }
 
+/// Wire §6.1 check order: a scheduled request is time-checked before
+/// anything else, so a past time wins over an oversized body; with a
+/// future time the body cap answers.
+#[tokio::test]
+async fn c069_c076_past_schedule_time_is_checked_before_the_body_cap() {
+    let api = Api::new(&[("MQLITE_MAX_MESSAGE_BYTES", "100")]);
+    api.create_queue("q", json!({})).await;
+    let now = api.clock.manual_now().unwrap_or(0);
+    let over = b64(&"x".repeat(101));
+    for rpc in ["QueueService/Send", "QueueService/Schedule"] {
+        api.fails(
+            rpc,
+            json!({"queue":"q","scheduled_enqueue_time_ms":now - 1,"messages":[{"body":over}]}),
+            400,
+            "invalid_argument",
+        )
+        .await;
+        api.fails(
+            rpc,
+            json!({"queue":"q","scheduled_enqueue_time_ms":now + 60_000,"messages":[{"body":over}]}),
+            413,
+            "message_too_large",
+        )
+        .await;
+    }
+    assert_eq!(api.stats("q").await["total"], 0);
+}
+
 #[tokio::test]
 async fn c071_empty_body_is_omitted_on_output() {
     let api = Api::new(&[]);

@@ -160,24 +160,21 @@ impl<T: Transport> Engine<T> {
             )));
         }
         let cap = self.limits.max_message_bytes;
-        if let Some(big) = request.messages.iter().find(|m| m.body.len() > cap) {
-            return Err(EngineError::MessageTooLarge {
-                size: big.body.len(),
-                cap,
-            });
-        }
-        if request.messages.is_empty() {
-            // Validation before work (decisions.md #5): the time check still runs.
+        let too_large = request.messages.iter().find(|m| m.body.len() > cap);
+        if request.messages.is_empty() || too_large.is_some() {
+            // Wire §6.1: a scheduled request is time-checked before anything
+            // else, even when it has nothing to enqueue (decisions.md #5) or
+            // a body over the cap.
             if scheduled > 0 {
-                let mut program = Program::write();
-                let not_future = program.guard(&NOT_FUTURE, vec![scheduled.into()]);
-                return match self.run(&mut program).await {
-                    Ok(_) => Ok(Vec::new()),
-                    Err(RunError::Rejected(step)) if step == not_future => Err(not_in_future()),
-                    Err(e) => Err(unexpected(e)),
-                };
+                self.check_in_future(scheduled).await?;
             }
-            return Ok(Vec::new());
+            return match too_large {
+                Some(big) => Err(EngineError::MessageTooLarge {
+                    size: big.body.len(),
+                    cap,
+                }),
+                None => Ok(Vec::new()),
+            };
         }
         let prepared = prepare_all(&request.messages);
         let mut view = self.topics.get(&request.queue);
@@ -195,6 +192,17 @@ impl<T: Transport> Engine<T> {
         Err(EngineError::Store(crate::store::StoreError::Unavailable(
             "the topic's subscriptions kept changing during the publish".into(),
         )))
+    }
+
+    /// The time check alone, for a request that writes nothing.
+    async fn check_in_future(&self, scheduled: i64) -> Result<(), EngineError> {
+        let mut program = Program::read();
+        let not_future = program.guard(&NOT_FUTURE, vec![scheduled.into()]);
+        match self.run(&mut program).await {
+            Ok(_) => Ok(()),
+            Err(RunError::Rejected(step)) if step == not_future => Err(not_in_future()),
+            Err(e) => Err(unexpected(e)),
+        }
     }
 
     async fn try_send(

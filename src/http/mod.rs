@@ -343,17 +343,20 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        match rpc::call(engine, route.rpc, &body, &context).await {
-            Ok(json) if route.rpc == Rpc::Observe => {
-                let mut response = Response::json(200, json);
-                response
-                    .headers
-                    .push(("Cache-Control".into(), "no-store".into()));
-                response
-            }
+        let mut response = match rpc::call(engine, route.rpc, &body, &context).await {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
+        };
+        // Wire §1.1: secrets and live observations are never cached.
+        if matches!(
+            route.rpc,
+            Rpc::Observe | Rpc::CreateKey | Rpc::ListKeys | Rpc::RevokeKey
+        ) {
+            response
+                .headers
+                .push(("Cache-Control".into(), "no-store".into()));
         }
+        response
     }
 }
 
