@@ -126,6 +126,9 @@ fn claim_seeks_the_state_index_and_probes_by_index() {
 
 #[test]
 fn single_claim_seeks_the_same_indexes() {
+    let d = plan(&receive::TAKE_ONE, vec![text("q"), text("")]);
+    assert_no_message_scan("take one", &d);
+    assert_uses("take one", &d, "group_heads_by_head (queue=?)");
     let d = plan(&receive::CLAIM_ONE, vec![text("q"), text(""), text("[]")]);
     assert_no_message_scan("claim one", &d);
     assert_uses("claim one", &d, "messages_ungrouped_active (queue=?)");

@@ -148,22 +148,15 @@ pick(n, id, bytes, groups) AS (
 picked AS MATERIALIZED (SELECT n - 1 AS n, id FROM pick WHERE n > 0)
 LOCK_PICKED";
 
-/// The claim of a single message (`max_messages` 1, the common case): the
+/// The pick of a single message (`max_messages` 1, the common case): the
 /// walk of [`CLAIM`] reduced to its first step, without recursion, so the
 /// statement compiled on every such Receive is a fraction of the size.
 /// `?1` queue, `?2` receive attempt id (no row is picked while a live one
-/// exists), `?3` the JSON array holding the lock token.
+/// exists).
 /// * strict_fifo: the first active row, unless an earlier row blocks it;
 /// * otherwise: the lower of the next ungrouped active row and the next
 ///   group whose head is active.
-pub(super) const CLAIM_ONE: Statement = crate::statement!(str_replace!(
-    "\
-UPDATE messages SET
-  state = 'locked',
-  delivery_count = delivery_count + 1,
-  lock_token = ?3 ->> 0,
-  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
-WHERE id = (
+const ONE_CANDIDATE: &str = "(
   SELECT CASE WHEN q.ordering_mode = 'strict_fifo' THEN (
     SELECT c.id FROM (SELECT id FROM messages WHERE queue = ?1 AND state = 'active'
         AND (expires_at = 0 OR expires_at > {now}) ORDER BY id LIMIT 1) c
@@ -182,9 +175,38 @@ WHERE id = (
   END
   FROM queues q WHERE q.name = ?1
     AND NOT EXISTS (SELECT 1 FROM receive_attempts
-      WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}))
+      WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}))";
+
+/// Locks the single pick; `?3` is the JSON array holding its lock token.
+pub(super) const CLAIM_ONE: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        "\
+UPDATE messages SET
+  state = 'locked',
+  delivery_count = delivery_count + 1,
+  lock_token = ?3 ->> 0,
+  locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
+WHERE id = ONE_CANDIDATE
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count, enqueued_at, locked_until, lock_token",
+        "ONE_CANDIDATE",
+        ONE_CANDIDATE
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
+
+/// Receive-and-delete of a single message without a receive attempt: the
+/// same pick as [`CLAIM_ONE`], deleted at once (no lease, no token).
+pub(super) const TAKE_ONE: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        "\
+DELETE FROM messages WHERE id = ONE_CANDIDATE
+RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count + 1, enqueued_at",
+        "ONE_CANDIDATE",
+        ONE_CANDIDATE
+    ),
     "STRICT_BLOCKED",
     STRICT_BLOCKED
 ));
@@ -295,11 +317,12 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         let head = program.head(&CLAIM_HEAD, vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        let claim = if max == 1 {
-            program.step(
-                &CLAIM_ONE,
-                vec![queue.into(), attempt.into(), tokens.as_str().into()],
-            )
+        let one = vec![queue.into(), attempt.into(), tokens.as_str().into()];
+        let take_one = max == 1 && delete && attempt.is_empty();
+        let claim = if take_one {
+            program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
+        } else if max == 1 {
+            program.step(&CLAIM_ONE, one)
         } else {
             program.step(
                 &CLAIM,
@@ -324,7 +347,11 @@ impl<T: Transport> Engine<T> {
                 ],
             );
         }
-        let deleted = delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
+        let deleted = if take_one {
+            Some(claim)
+        } else {
+            delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]))
+        };
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
         let replayed = committed
