@@ -1,7 +1,7 @@
 //! The built Worker under plain `workerd serve` — no `wrangler dev` proxy in
 //! front — for benchmarks closer to the production runtime. Writes a capnp
-//! config embedding `build/index.js` (ES module) and `build/index_bg.wasm`
-//! (wasm module), with `wrangler.toml`'s compatibility date and `[vars]` plus
+//! config embedding copies of `build/index.js` (ES module) and
+//! `build/index_bg.wasm` (wasm module), with `wrangler.toml`'s compatibility date and `[vars]` plus
 //! `MQLITE_DB` and `MQLITE_TOKENS` as text bindings, and outbound network to
 //! loopback allowed. Killed on drop.
 
@@ -47,21 +47,24 @@ const config :Workerd.Config = (
 );
 const worker :Workerd.Worker = (
   modules = [
-    (name = "index.js", esModule = embed {js:?}),
-    (name = "index_bg.wasm", wasm = embed {wasm:?}),
+    (name = "index.js", esModule = embed "index.js"),
+    (name = "index_bg.wasm", wasm = embed "index_bg.wasm"),
   ],
   compatibilityDate = {date:?},
   bindings = [{bindings}],
   globalOutbound = "net",
 );
 "#,
-            js = build.join("index.js").display().to_string(),
-            wasm = build.join("index_bg.wasm").display().to_string(),
             bindings = bindings.join(", "),
         );
         let dir =
             std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // workerd embeds files relative to the config: copies sit beside it.
+        for module in ["index.js", "index_bg.wasm"] {
+            std::fs::copy(build.join(module), dir.join(module))
+                .map_err(|e| format!("{}: {e}", build.join(module).display()))?;
+        }
         let config_path = dir.join("mqlite.capnp");
         std::fs::write(&config_path, config).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;
