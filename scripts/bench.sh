@@ -52,5 +52,5 @@ pgmq_install
 trap pgmq_stop EXIT
 pgmq_start
 # shellcheck disable=SC2086 # SIDEBYSIDE_ARGS is a list of flags
-SQLD_BIN="$sqld" MQLITE_BENCH_WORKERD="$workerd_bin" PGMQ_URL="$PGMQ_URL" \
+SQLD_BIN="$sqld" MQLITE_BENCH_WORKERD="$workerd_bin" PGMQ_URL="$PGMQ_URL" PGMQ_PIDS="$PGMQ_PIDS" \
   bounded target/release/mqlite-sidebyside ${SIDEBYSIDE_ARGS:-}

@@ -11,10 +11,13 @@
 //! 2. Throughput, `--clients` concurrent clients for `--seconds` each:
 //!    send → receive → complete cycles/s (1 message each) and batch-64 sends
 //!    (messages/s), against pgmq's adapter (`PGMQ_URL`; its send / read /
-//!    delete routes) and mqlite-edge under both runtimes.
+//!    delete routes) and mqlite-edge under both runtimes; under each row,
+//!    how busy each server's process tree was (CPU time / wall time, 100% =
+//!    one core), to show where the time went.
 //!
 //! Environment (set by `scripts/bench.sh`): `SQLD_BIN`, `MQLITE_BENCH_WORKERD`
-//! (the workerd binary), `PGMQ_URL`, and the `MQLITE_E2E_*` fixture paths.
+//! (the workerd binary), `PGMQ_URL` and `PGMQ_PIDS` (the adapter's and
+//! PostgreSQL's process ids), and the `MQLITE_E2E_*` fixture paths.
 //! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients C]`
 
 use std::path::PathBuf;
@@ -93,11 +96,20 @@ fn main() {
 
     let mut targets = vec![];
     match std::env::var("PGMQ_URL") {
-        Ok(url) => targets.push(Target {
-            name: "pgmq adapter".into(),
-            base: url,
-            api: Api::Pgmq,
-        }),
+        Ok(url) => {
+            let pids = std::env::var("PGMQ_PIDS").unwrap_or_default();
+            let mut pids = pids.split_whitespace().filter_map(|p| p.parse().ok());
+            let servers = ["adapter", "postgres"]
+                .into_iter()
+                .zip(pids.by_ref())
+                .collect();
+            targets.push(Target {
+                name: "pgmq adapter".into(),
+                base: url,
+                api: Api::Pgmq,
+                servers,
+            })
+        }
         Err(_) => {
             println!("\nSKIPPED pgmq's adapter: PGMQ_URL is not set (scripts/bench.sh starts it)")
         }
@@ -107,6 +119,7 @@ fn main() {
             name: format!("mqlite {}", runtime.name),
             base: runtime.base.clone(),
             api: Api::Mqlite(stack.token.clone()),
+            servers: vec![(runtime.name, runtime.pid), ("sqld", sqld.child.id())],
         });
     }
     throughput(&targets, &settings);
@@ -360,6 +373,8 @@ struct Target {
     name: String,
     base: String,
     api: Api,
+    /// The server processes (roots of process trees) whose CPU is watched.
+    servers: Vec<(&'static str, u32)>,
 }
 
 impl Target {
@@ -469,16 +484,34 @@ enum Workload {
     Batch64,
 }
 
-/// (units per second, failed requests, the first failure).
-fn drive(target: &Target, workload: Workload, settings: &Settings) -> (f64, u64, Option<String>) {
+/// What one throughput cell measured.
+struct Cell {
+    per_second: f64,
+    errors: u64,
+    first_error: Option<String>,
+    /// Per watched server: CPU time / wall time.
+    busy: Vec<(&'static str, f64)>,
+}
+
+fn drive(target: &Target, workload: Workload, settings: &Settings) -> Cell {
     let kind = match workload {
         Workload::Cycle => "cycle",
         Workload::Batch64 => "batch",
     };
     let queue = format!("tp-{kind}-{}", std::process::id());
     if let Err(e) = target.create_queue(&agent(), &queue) {
-        return (0.0, 1, Some(e));
+        return Cell {
+            per_second: 0.0,
+            errors: 1,
+            first_error: Some(e),
+            busy: vec![],
+        };
     }
+    let cpu = || -> Vec<f64> {
+        let trees = target.servers.iter().map(|(_, pid)| tree_cpu(*pid));
+        trees.map(|(workerd, other)| workerd + other).collect()
+    };
+    let cpu_before = cpu();
     let done = AtomicU64::new(0);
     let errors = AtomicU64::new(0);
     let first_error = Mutex::new(None);
@@ -515,11 +548,18 @@ fn drive(target: &Target, workload: Workload, settings: &Settings) -> (f64, u64,
         }
     });
     let elapsed = started.elapsed().as_secs_f64();
-    (
-        done.load(Ordering::Relaxed) as f64 / elapsed,
-        errors.load(Ordering::Relaxed),
-        first_error.into_inner().unwrap(),
-    )
+    let busy = target
+        .servers
+        .iter()
+        .zip(cpu().into_iter().zip(cpu_before))
+        .map(|((name, _), (after, before))| (*name, (after - before) / elapsed))
+        .collect();
+    Cell {
+        per_second: done.load(Ordering::Relaxed) as f64 / elapsed,
+        errors: errors.load(Ordering::Relaxed),
+        first_error: first_error.into_inner().unwrap(),
+        busy,
+    }
 }
 
 fn throughput(targets: &[Target], settings: &Settings) {
@@ -537,17 +577,24 @@ fn throughput(targets: &[Target], settings: &Settings) {
         ("batch-64 send messages/s", Workload::Batch64),
     ] {
         let mut cells = vec![];
-        let mut failures = vec![];
+        let mut notes = vec![];
         for target in targets {
-            let (rate, errors, first) = drive(target, workload, settings);
-            if errors > 0 {
-                failures.push(format!(
-                    "  {} / {label}: {errors} failed requests, first: {}",
+            let cell = drive(target, workload, settings);
+            let busy: Vec<String> = cell
+                .busy
+                .iter()
+                .map(|(name, share)| format!("{name} {:.0}%", share * 100.0))
+                .collect();
+            notes.push(format!("  {}: CPU busy {}", target.name, busy.join(", ")));
+            if cell.errors > 0 {
+                notes.push(format!(
+                    "  {}: {} failed requests, first: {}",
                     target.name,
-                    first.unwrap_or_default()
+                    cell.errors,
+                    cell.first_error.unwrap_or_default()
                 ));
             }
-            cells.push((matches!(target.api, Api::Pgmq), rate));
+            cells.push((matches!(target.api, Api::Pgmq), cell.per_second));
         }
         let pgmq = cells.iter().find(|(is_pgmq, _)| *is_pgmq).map(|c| c.1);
         print!("{label:<34}");
@@ -559,8 +606,8 @@ fn throughput(targets: &[Target], settings: &Settings) {
             print!(" {cell:>26}");
         }
         println!();
-        for failure in failures {
-            println!("{failure}");
+        for note in notes {
+            println!("{note}");
         }
     }
 }

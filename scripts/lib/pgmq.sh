@@ -38,7 +38,7 @@ EOF
 
 # Starts PostgreSQL in a temporary directory (as the postgres user when run
 # as root: PostgreSQL refuses root), installs pgmq's SQL, serves the adapter
-# (auth off, its defaults otherwise) and sets PGMQ_URL.
+# (auth off, its defaults otherwise) and sets PGMQ_URL and PGMQ_PIDS.
 pgmq_start() {
   local bin pg_port api_port dsn as=()
   bin="$(pg_bindir)"
@@ -64,6 +64,8 @@ pgmq_start() {
     >"$PGMQ_DIR/api.log" 2>&1 &
   PGMQ_API_PID=$!
   PGMQ_URL="http://127.0.0.1:$api_port"
+  # The adapter's and the postmaster's process ids (its backends are children).
+  PGMQ_PIDS="$PGMQ_API_PID $(head -n 1 "$PGMQ_DIR/data/postmaster.pid")"
   wait_for_http "$PGMQ_URL/health" 60 || die "pgmq's adapter did not answer: $(tail -n 20 "$PGMQ_DIR/api.log")"
   log "pgmq $PGMQ_VERSION adapter on $PGMQ_URL (PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on port $pg_port)"
 }
