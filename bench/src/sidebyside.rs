@@ -55,28 +55,33 @@ fn main() {
             _ => fail("usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients C]"),
         }
     }
+    // Errors return here, so every server started is dropped (and stopped).
+    if let Err(e) = run(&settings) {
+        fail(&e);
+    }
+}
+
+fn run(settings: &Settings) -> Result<(), String> {
     let sqld = match Sqld::start_from_env() {
         Ok(Some(sqld)) => sqld,
         Ok(None) => {
             println!("SKIPPED Worker CPU per RPC and throughput against pgmq: they run mqlite-edge on sqld (set SQLD_BIN)");
-            return;
+            return Ok(());
         }
-        Err(e) => fail(&e),
+        Err(e) => return Err(e),
     };
-    let tools = Tools::from_env().unwrap_or_else(|e| fail(&e));
+    let tools = Tools::from_env()?;
     let workerd_bin = std::env::var_os("MQLITE_BENCH_WORKERD")
         .map(PathBuf::from)
-        .unwrap_or_else(|| fail("MQLITE_BENCH_WORKERD (the workerd binary) is not set"));
+        .ok_or("MQLITE_BENCH_WORKERD (the workerd binary) is not set")?;
     let stack = Stack::start(
         &tools,
         StackOptions {
             vars: &[],
             database_url: Some(sqld.url.clone()),
         },
-    )
-    .unwrap_or_else(|e| fail(&e));
-    let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)
-        .unwrap_or_else(|e| fail(&e));
+    )?;
+    let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)?;
     let runtimes = [
         Runtime {
             name: "wrangler dev",
@@ -91,7 +96,7 @@ fn main() {
     ];
 
     for runtime in &runtimes {
-        cpu_per_rpc(runtime, &stack.token, settings.requests);
+        cpu_per_rpc(runtime, &stack.token, settings.requests)?;
     }
 
     let mut targets = vec![];
@@ -122,7 +127,8 @@ fn main() {
             servers: vec![(runtime.name, runtime.pid), ("sqld", sqld.child.id())],
         });
     }
-    throughput(&targets, &settings);
+    throughput(&targets, settings);
+    Ok(())
 }
 
 fn fail(message: &str) -> ! {
@@ -253,7 +259,7 @@ fn percentile(samples: &[Duration], p: f64) -> f64 {
     ms.get(index).copied().unwrap_or(0.0)
 }
 
-fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) {
+fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) -> Result<(), String> {
     let agent = agent();
     let rpc = |name: &str, body: &Value| {
         call(
@@ -263,7 +269,6 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) {
             Some(token),
             Some(body),
         )
-        .unwrap_or_else(|e| fail(&e))
     };
     let (one, batch) = (
         format!("cpu-{}", runtime.pid),
@@ -273,21 +278,20 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) {
         rpc(
             "AdminService/CreateQueue",
             &json!({"name":queue,"config":{}}),
-        );
+        )?;
     }
     let message = |i: usize| json!({"body": b64(&format!("message {i}"))});
+    let complete = |m: &Value| {
+        let body = json!({"queue":one,"seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+        rpc("QueueService/Complete", &body).map(drop)
+    };
     // Warm-up: compiled wasm, open connections, prepared database pages.
     for i in 0..20 {
         rpc(
             "QueueService/Send",
             &json!({"queue":one,"messages":[message(i)]}),
-        );
-        let got = rpc("QueueService/Receive", &json!({"queue":one}));
-        let m = &got["messages"][0];
-        rpc(
-            "QueueService/Complete",
-            &json!({"queue":one,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
-        );
+        )?;
+        complete(&rpc("QueueService/Receive", &json!({"queue":one}))?["messages"][0])?;
     }
 
     println!(
@@ -300,15 +304,15 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) {
     );
     let mut received = Vec::with_capacity(n);
     let mut noop = None;
-    let mut row = |name: &str, f: &mut dyn FnMut(usize)| {
+    type Request<'a> = &'a mut dyn FnMut(usize) -> Result<(), String>;
+    let mut row = |name: &str, f: Request| -> Result<(), String> {
         let before = tree_cpu(runtime.pid);
-        let samples: Vec<Duration> = (0..n)
-            .map(|i| {
-                let started = Instant::now();
-                f(i);
-                started.elapsed()
-            })
-            .collect();
+        let mut samples = Vec::with_capacity(n);
+        for i in 0..n {
+            let started = Instant::now();
+            f(i)?;
+            samples.push(started.elapsed());
+        }
         let after = tree_cpu(runtime.pid);
         let per_request = |a: f64, b: f64| (b - a) * 1000.0 / n as f64;
         let workerd = per_request(before.0, after.0);
@@ -323,42 +327,30 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) {
             workerd - base,
             other
         );
+        Ok(())
     };
+    let healthz = format!("{}/healthz", runtime.base);
     row("no-op GET /healthz", &mut |_| {
-        call(
-            &agent,
-            "GET",
-            &format!("{}/healthz", runtime.base),
-            None,
-            None,
-        )
-        .unwrap_or_else(|e| fail(&e));
-    });
+        call(&agent, "GET", &healthz, None, None).map(drop)
+    })?;
     row("Send 1", &mut |i| {
-        rpc(
-            "QueueService/Send",
-            &json!({"queue":one,"messages":[message(i)]}),
-        );
-    });
+        let body = json!({"queue":one,"messages":[message(i)]});
+        rpc("QueueService/Send", &body).map(drop)
+    })?;
     row("Receive 1", &mut |_| {
-        let got = rpc("QueueService/Receive", &json!({"queue":one}));
+        let got = rpc("QueueService/Receive", &json!({"queue":one}))?;
         received.push(got["messages"][0].clone());
-    });
+        Ok(())
+    })?;
     let mut settle = received.iter();
     row("Complete", &mut |_| {
-        let m = settle.next().cloned().unwrap_or(Value::Null);
-        rpc(
-            "QueueService/Complete",
-            &json!({"queue":one,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
-        );
-    });
+        complete(settle.next().unwrap_or(&Value::Null))
+    })?;
     row("Send 64", &mut |i| {
         let messages: Vec<Value> = (0..64).map(|j| message(i * 64 + j)).collect();
-        rpc(
-            "QueueService/Send",
-            &json!({"queue":batch,"messages":messages}),
-        );
-    });
+        let body = json!({"queue":batch,"messages":messages});
+        rpc("QueueService/Send", &body).map(drop)
+    })
 }
 
 /// Which HTTP API a target speaks.
