@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Sqld {
-    child: Child,
+    pub child: Child,
     dir: PathBuf,
     pub url: String,
 }

@@ -101,7 +101,7 @@ pub struct Stack {
     local_database: bool,
     dir: PathBuf,
     // Dropped in order: Worker first, then the database.
-    _worker: Group,
+    worker: Group,
     database: Option<Group>,
 }
 
@@ -170,7 +170,7 @@ impl Stack {
             token,
             local_database,
             dir,
-            _worker: worker,
+            worker,
             database: libsql,
         })
     }
@@ -222,6 +222,11 @@ impl Stack {
             text,
             headers,
         }
+    }
+
+    /// The process id of `wrangler dev` (its workerd runs as a descendant).
+    pub fn worker_pid(&self) -> u32 {
+        self.worker.0.id()
     }
 
     /// The database server's process id, when this stack started one.

@@ -1,0 +1,605 @@
+//! `mqlite-sidebyside`: what the Worker costs and delivers on sqld, under
+//! `wrangler dev` and under plain `workerd` (no dev proxy), side by side
+//! with pgmq's reference HTTP adapter — all in one run, so the ratios hold
+//! on a shared, noisy machine.
+//!
+//! 1. Worker CPU per RPC: `--requests` sequential requests per RPC over one
+//!    keep-alive connection; the CPU (utime + stime from `/proc`) of the
+//!    runtime's whole process tree before and after, split into workerd
+//!    processes and the rest (wrangler's Node), per request and above the
+//!    no-op `GET /healthz`; latency p50 / p99 of the same requests.
+//! 2. Throughput, `--clients` concurrent clients for `--seconds` each:
+//!    send → receive → complete cycles/s (1 message each) and batch-64 sends
+//!    (messages/s), against pgmq's adapter (`PGMQ_URL`; its send / read /
+//!    delete routes) and mqlite-edge under both runtimes; under each row,
+//!    how busy each server's process tree was (CPU time / wall time, 100% =
+//!    one core), to show where the time went.
+//!
+//! Environment (set by `scripts/bench.sh`): `SQLD_BIN`, `MQLITE_BENCH_WORKERD`
+//! (the workerd binary), `PGMQ_URL` and `PGMQ_PIDS` (the adapter's and
+//! PostgreSQL's process ids), and the `MQLITE_E2E_*` fixture paths.
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients C]`
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mqlite_e2e::{b64, Stack, StackOptions, Tools};
+use serde_json::{json, Value};
+
+mod sqld;
+mod workerd;
+use sqld::Sqld;
+use workerd::Workerd;
+
+struct Settings {
+    requests: usize,
+    seconds: u64,
+    clients: usize,
+}
+
+fn main() {
+    let mut settings = Settings {
+        requests: 200,
+        seconds: 20,
+        clients: 4,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().and_then(|v| v.parse::<u64>().ok());
+        match (flag.as_str(), value) {
+            ("--requests", Some(n)) => settings.requests = n as usize,
+            ("--seconds", Some(n)) => settings.seconds = n,
+            ("--clients", Some(n)) => settings.clients = n as usize,
+            _ => fail("usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients C]"),
+        }
+    }
+    // Errors return here, so every server started is dropped (and stopped).
+    if let Err(e) = run(&settings) {
+        fail(&e);
+    }
+}
+
+fn run(settings: &Settings) -> Result<(), String> {
+    let sqld = match Sqld::start_from_env() {
+        Ok(Some(sqld)) => sqld,
+        Ok(None) => {
+            println!("SKIPPED Worker CPU per RPC and throughput against pgmq: they run mqlite-edge on sqld (set SQLD_BIN)");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let tools = Tools::from_env()?;
+    let workerd_bin = std::env::var_os("MQLITE_BENCH_WORKERD")
+        .map(PathBuf::from)
+        .ok_or("MQLITE_BENCH_WORKERD (the workerd binary) is not set")?;
+    let stack = Stack::start(
+        &tools,
+        StackOptions {
+            vars: &[],
+            database_url: Some(sqld.url.clone()),
+        },
+    )?;
+    let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)?;
+    let runtimes = [
+        Runtime {
+            name: "wrangler dev",
+            base: stack.base.clone(),
+            pid: stack.worker_pid(),
+        },
+        Runtime {
+            name: "plain workerd",
+            base: plain.base.clone(),
+            pid: plain.pid(),
+        },
+    ];
+
+    for runtime in &runtimes {
+        cpu_per_rpc(runtime, &stack.token, settings.requests)?;
+    }
+
+    let mut targets = vec![];
+    match std::env::var("PGMQ_URL") {
+        Ok(url) => {
+            let pids = std::env::var("PGMQ_PIDS").unwrap_or_default();
+            let mut pids = pids.split_whitespace().filter_map(|p| p.parse().ok());
+            let servers = ["adapter", "postgres"]
+                .into_iter()
+                .zip(pids.by_ref())
+                .collect();
+            targets.push(Target {
+                name: "pgmq adapter".into(),
+                base: url,
+                api: Api::Pgmq,
+                servers,
+            })
+        }
+        Err(_) => {
+            println!("\nSKIPPED pgmq's adapter: PGMQ_URL is not set (scripts/bench.sh starts it)")
+        }
+    }
+    for runtime in &runtimes {
+        targets.push(Target {
+            name: format!("mqlite {}", runtime.name),
+            base: runtime.base.clone(),
+            api: Api::Mqlite(stack.token.clone()),
+            servers: vec![(runtime.name, runtime.pid), ("sqld", sqld.child.id())],
+        });
+    }
+    throughput(&targets, settings);
+    Ok(())
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("mqlite-sidebyside: {message}");
+    std::process::exit(1);
+}
+
+struct Runtime {
+    name: &'static str,
+    base: String,
+    /// Root of the process tree whose CPU is counted.
+    pid: u32,
+}
+
+/// One HTTP call over `agent`; non-2xx answers and transport errors are `Err`.
+fn call(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Value, String> {
+    let mut request = agent.request(method, url);
+    if let Some(token) = token {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    let reply = match body {
+        Some(body) => request
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string()),
+        None => request.call(),
+    };
+    match reply {
+        Ok(response) => {
+            let text = response.into_string().map_err(|e| e.to_string())?;
+            Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
+        }
+        Err(ureq::Error::Status(status, response)) => Err(format!(
+            "{method} {url} -> {status} {}",
+            response.into_string().unwrap_or_default()
+        )),
+        Err(e) => Err(format!("{method} {url} -> {e}")),
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build()
+}
+
+/// CPU seconds of `root` and all its descendants: (workerd processes, others).
+fn tree_cpu(root: u32) -> (f64, f64) {
+    let ticks_per_second = clock_ticks();
+    let mut parents = vec![];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name: state ppid … utime(14) stime(15).
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let number = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or("");
+        parents.push((
+            pid,
+            number(1) as u32,
+            comm == "workerd",
+            number(11) + number(12),
+        ));
+    }
+    let mut tree = vec![root];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (pid, ppid, _, _) in &parents {
+            if tree.contains(ppid) && !tree.contains(pid) {
+                tree.push(*pid);
+                grew = true;
+            }
+        }
+    }
+    let (mut workerd, mut other) = (0u64, 0u64);
+    for (pid, _, is_workerd, ticks) in &parents {
+        if tree.contains(pid) {
+            if *is_workerd {
+                workerd += ticks;
+            } else {
+                other += ticks;
+            }
+        }
+    }
+    (
+        workerd as f64 / ticks_per_second,
+        other as f64 / ticks_per_second,
+    )
+}
+
+/// `getconf CLK_TCK` (the unit of `/proc/<pid>/stat` times), 100 if unknown.
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn percentile(samples: &[Duration], p: f64) -> f64 {
+    let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    let index = ((ms.len() as f64 - 1.0) * p).round() as usize;
+    ms.get(index).copied().unwrap_or(0.0)
+}
+
+fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) -> Result<(), String> {
+    let agent = agent();
+    let rpc = |name: &str, body: &Value| {
+        call(
+            &agent,
+            "POST",
+            &format!("{}/mqlite.v1.{name}", runtime.base),
+            Some(token),
+            Some(body),
+        )
+    };
+    let (one, batch) = (
+        format!("cpu-{}", runtime.pid),
+        format!("cpu64-{}", runtime.pid),
+    );
+    for queue in [&one, &batch] {
+        rpc(
+            "AdminService/CreateQueue",
+            &json!({"name":queue,"config":{}}),
+        )?;
+    }
+    let message = |i: usize| json!({"body": b64(&format!("message {i}"))});
+    let complete = |m: &Value| {
+        let body = json!({"queue":one,"seq_number":m["seq_number"],"lock_token":m["lock_token"]});
+        rpc("QueueService/Complete", &body).map(drop)
+    };
+    // Warm-up: compiled wasm, open connections, prepared database pages.
+    for i in 0..20 {
+        rpc(
+            "QueueService/Send",
+            &json!({"queue":one,"messages":[message(i)]}),
+        )?;
+        complete(&rpc("QueueService/Receive", &json!({"queue":one}))?["messages"][0])?;
+    }
+
+    println!(
+        "\nWorker CPU per RPC under {} on sqld ({n} sequential requests each, one keep-alive connection)",
+        runtime.name
+    );
+    println!(
+        "{:<22} {:>9} {:>9} {:>14} {:>12} {:>16}",
+        "request", "p50", "p99", "workerd CPU", "above no-op", "other processes"
+    );
+    let mut received = Vec::with_capacity(n);
+    let mut noop = None;
+    type Request<'a> = &'a mut dyn FnMut(usize) -> Result<(), String>;
+    let mut row = |name: &str, f: Request| -> Result<(), String> {
+        let before = tree_cpu(runtime.pid);
+        let mut samples = Vec::with_capacity(n);
+        for i in 0..n {
+            let started = Instant::now();
+            f(i)?;
+            samples.push(started.elapsed());
+        }
+        let after = tree_cpu(runtime.pid);
+        let per_request = |a: f64, b: f64| (b - a) * 1000.0 / n as f64;
+        let workerd = per_request(before.0, after.0);
+        let other = per_request(before.1, after.1);
+        let base = *noop.get_or_insert(workerd);
+        println!(
+            "{:<22} {:>7.2}ms {:>7.2}ms {:>12.3}ms {:>10.3}ms {:>14.3}ms",
+            name,
+            percentile(&samples, 0.5),
+            percentile(&samples, 0.99),
+            workerd,
+            workerd - base,
+            other
+        );
+        Ok(())
+    };
+    let healthz = format!("{}/healthz", runtime.base);
+    row("no-op GET /healthz", &mut |_| {
+        call(&agent, "GET", &healthz, None, None).map(drop)
+    })?;
+    row("Send 1", &mut |i| {
+        let body = json!({"queue":one,"messages":[message(i)]});
+        rpc("QueueService/Send", &body).map(drop)
+    })?;
+    row("Receive 1", &mut |_| {
+        let got = rpc("QueueService/Receive", &json!({"queue":one}))?;
+        received.push(got["messages"][0].clone());
+        Ok(())
+    })?;
+    let mut settle = received.iter();
+    row("Complete", &mut |_| {
+        complete(settle.next().unwrap_or(&Value::Null))
+    })?;
+    row("Send 64", &mut |i| {
+        let messages: Vec<Value> = (0..64).map(|j| message(i * 64 + j)).collect();
+        let body = json!({"queue":batch,"messages":messages});
+        rpc("QueueService/Send", &body).map(drop)
+    })
+}
+
+/// Which HTTP API a target speaks.
+enum Api {
+    /// mqlite's Connect-JSON, with this admin token.
+    Mqlite(String),
+    /// pgmq's adapter (auth off).
+    Pgmq,
+}
+
+struct Target {
+    name: String,
+    base: String,
+    api: Api,
+    /// The server processes (roots of process trees) whose CPU is watched.
+    servers: Vec<(&'static str, u32)>,
+}
+
+impl Target {
+    fn token(&self) -> Option<&str> {
+        match &self.api {
+            Api::Mqlite(token) => Some(token),
+            Api::Pgmq => None,
+        }
+    }
+
+    fn create_queue(&self, agent: &ureq::Agent, queue: &str) -> Result<(), String> {
+        match &self.api {
+            Api::Mqlite(_) => self.rpc(
+                agent,
+                "AdminService/CreateQueue",
+                json!({"name":queue,"config":{}}),
+            ),
+            Api::Pgmq => call(
+                agent,
+                "PUT",
+                &format!("{}/v1/queues/{queue}", self.base),
+                None,
+                None,
+            ),
+        }
+        .map(drop)
+    }
+
+    fn rpc(&self, agent: &ureq::Agent, name: &str, body: Value) -> Result<Value, String> {
+        let url = format!("{}/mqlite.v1.{name}", self.base);
+        call(agent, "POST", &url, self.token(), Some(&body))
+    }
+
+    /// Sends `n` small JSON messages in one request.
+    fn send(&self, agent: &ureq::Agent, queue: &str, n: usize, tag: u64) -> Result<(), String> {
+        let payload = |i: usize| json!({"client_message": tag, "i": i});
+        match &self.api {
+            Api::Mqlite(_) => {
+                let messages: Vec<Value> = (0..n)
+                    .map(|i| json!({"body": b64(&payload(i).to_string())}))
+                    .collect();
+                self.rpc(
+                    agent,
+                    "QueueService/Send",
+                    json!({"queue":queue,"messages":messages}),
+                )
+            }
+            Api::Pgmq if n == 1 => {
+                let url = format!("{}/v1/queues/{queue}/messages", self.base);
+                call(
+                    agent,
+                    "POST",
+                    &url,
+                    None,
+                    Some(&json!({"message": payload(0)})),
+                )
+            }
+            Api::Pgmq => {
+                let url = format!("{}/v1/queues/{queue}/messages/batch", self.base);
+                let messages: Vec<Value> = (0..n).map(payload).collect();
+                call(
+                    agent,
+                    "POST",
+                    &url,
+                    None,
+                    Some(&json!({"messages": messages})),
+                )
+            }
+        }
+        .map(drop)
+    }
+
+    /// Receives (leases / reads with a 30 s visibility timeout) one message.
+    fn receive(&self, agent: &ureq::Agent, queue: &str) -> Result<Option<Value>, String> {
+        let got = match &self.api {
+            Api::Mqlite(_) => self.rpc(agent, "QueueService/Receive", json!({"queue":queue}))?,
+            Api::Pgmq => {
+                let url = format!("{}/v1/queues/{queue}/read", self.base);
+                call(agent, "POST", &url, None, Some(&json!({"vt":30,"qty":1})))?
+            }
+        };
+        Ok(got["messages"].get(0).cloned())
+    }
+
+    /// Completes (mqlite) or deletes (pgmq) a received message.
+    fn complete(&self, agent: &ureq::Agent, queue: &str, m: &Value) -> Result<(), String> {
+        match &self.api {
+            Api::Mqlite(_) => self.rpc(
+                agent,
+                "QueueService/Complete",
+                json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+            ),
+            Api::Pgmq => {
+                let url = format!("{}/v1/queues/{queue}/messages/{}", self.base, m["msg_id"]);
+                call(agent, "DELETE", &url, None, None)
+            }
+        }
+        .map(drop)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Workload {
+    /// Send 1, Receive 1, Complete it: counts completed cycles.
+    Cycle,
+    /// Send 64 in one request: counts messages.
+    Batch64,
+}
+
+/// What one throughput cell measured.
+struct Cell {
+    per_second: f64,
+    errors: u64,
+    first_error: Option<String>,
+    /// Per watched server: CPU time / wall time.
+    busy: Vec<(&'static str, f64)>,
+}
+
+fn drive(target: &Target, workload: Workload, settings: &Settings) -> Cell {
+    let kind = match workload {
+        Workload::Cycle => "cycle",
+        Workload::Batch64 => "batch",
+    };
+    let queue = format!("tp-{kind}-{}", std::process::id());
+    if let Err(e) = target.create_queue(&agent(), &queue) {
+        return Cell {
+            per_second: 0.0,
+            errors: 1,
+            first_error: Some(e),
+            busy: vec![],
+        };
+    }
+    let cpu = || -> Vec<f64> {
+        let trees = target.servers.iter().map(|(_, pid)| tree_cpu(*pid));
+        trees.map(|(workerd, other)| workerd + other).collect()
+    };
+    let cpu_before = cpu();
+    let done = AtomicU64::new(0);
+    let errors = AtomicU64::new(0);
+    let first_error = Mutex::new(None);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(settings.seconds);
+    std::thread::scope(|scope| {
+        for client in 0..settings.clients as u64 {
+            let (queue, done, errors, first_error) = (&queue, &done, &errors, &first_error);
+            scope.spawn(move || {
+                let agent = agent();
+                let mut tag = client << 32;
+                while Instant::now() < deadline {
+                    tag += 1;
+                    let outcome = match workload {
+                        Workload::Cycle => target.send(&agent, queue, 1, tag).and_then(|_| {
+                            match target.receive(&agent, queue)? {
+                                Some(m) => target.complete(&agent, queue, &m).map(|_| 1),
+                                None => Ok(0),
+                            }
+                        }),
+                        Workload::Batch64 => target.send(&agent, queue, 64, tag).map(|_| 64),
+                    };
+                    match outcome {
+                        Ok(units) => {
+                            done.fetch_add(units, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            first_error.lock().unwrap().get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let busy = target
+        .servers
+        .iter()
+        .zip(cpu().into_iter().zip(cpu_before))
+        .map(|((name, _), (after, before))| (*name, (after - before) / elapsed))
+        .collect();
+    Cell {
+        per_second: done.load(Ordering::Relaxed) as f64 / elapsed,
+        errors: errors.load(Ordering::Relaxed),
+        first_error: first_error.into_inner().unwrap(),
+        busy,
+    }
+}
+
+fn throughput(targets: &[Target], settings: &Settings) {
+    println!(
+        "\nthroughput, {} concurrent clients, {} s per cell (mqlite-edge on sqld; ratio = mqlite-edge / pgmq)",
+        settings.clients, settings.seconds
+    );
+    print!("{:<34}", "workload");
+    for target in targets {
+        print!(" {:>26}", target.name);
+    }
+    println!();
+    for (label, workload) in [
+        ("send→receive→complete cycles/s", Workload::Cycle),
+        ("batch-64 send messages/s", Workload::Batch64),
+    ] {
+        let mut cells = vec![];
+        let mut notes = vec![];
+        for target in targets {
+            let cell = drive(target, workload, settings);
+            let busy: Vec<String> = cell
+                .busy
+                .iter()
+                .map(|(name, share)| format!("{name} {:.0}%", share * 100.0))
+                .collect();
+            notes.push(format!("  {}: CPU busy {}", target.name, busy.join(", ")));
+            if cell.errors > 0 {
+                notes.push(format!(
+                    "  {}: {} failed requests, first: {}",
+                    target.name,
+                    cell.errors,
+                    cell.first_error.unwrap_or_default()
+                ));
+            }
+            cells.push((matches!(target.api, Api::Pgmq), cell.per_second));
+        }
+        let pgmq = cells.iter().find(|(is_pgmq, _)| *is_pgmq).map(|c| c.1);
+        print!("{label:<34}");
+        for (is_pgmq, rate) in &cells {
+            let cell = match pgmq {
+                Some(base) if !is_pgmq && base > 0.0 => format!("{rate:.0} ({:.2}x)", rate / base),
+                _ => format!("{rate:.0}"),
+            };
+            print!(" {cell:>26}");
+        }
+        println!();
+        for note in notes {
+            println!("{note}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The built Worker under plain `workerd serve` — no `wrangler dev` proxy in
+//! front — for benchmarks closer to the production runtime. Writes a capnp
+//! config embedding copies of `build/index.js` (ES module) and
+//! `build/index_bg.wasm` (wasm module), with `wrangler.toml`'s compatibility date and `[vars]` plus
+//! `MQLITE_DB` and `MQLITE_TOKENS` as text bindings, and outbound network to
+//! loopback allowed. Killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Workerd {
+    child: Child,
+    dir: PathBuf,
+    pub base: String,
+}
+
+impl Workerd {
+    /// Serves `<root>/build` with `workerd` on a free loopback port.
+    pub fn start(
+        workerd: &Path,
+        root: &Path,
+        db_url: &str,
+        token: &str,
+    ) -> Result<Workerd, String> {
+        let manifest = std::fs::read_to_string(root.join("wrangler.toml"))
+            .map_err(|e| format!("wrangler.toml: {e}"))?;
+        let date = toml_string(&manifest, "", "compatibility_date")
+            .ok_or("wrangler.toml has no compatibility_date")?;
+        let mut vars: Vec<(String, String)> = table_strings(&manifest, "vars");
+        vars.push(("MQLITE_DB".into(), db_url.into()));
+        vars.push(("MQLITE_TOKENS".into(), token.into()));
+        let port = mqlite_e2e::free_port();
+        let build = root.join("build");
+        let bindings: Vec<String> = vars
+            .iter()
+            .map(|(k, v)| format!("(name = {k:?}, text = {v:?})"))
+            .collect();
+        let config = format!(
+            r#"using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .worker),
+    (name = "net", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
+);
+const worker :Workerd.Worker = (
+  modules = [
+    (name = "index.js", esModule = embed "index.js"),
+    (name = "index_bg.wasm", wasm = embed "index_bg.wasm"),
+  ],
+  compatibilityDate = {date:?},
+  bindings = [{bindings}],
+  globalOutbound = "net",
+);
+"#,
+            bindings = bindings.join(", "),
+        );
+        let dir =
+            std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // workerd embeds files relative to the config: copies sit beside it.
+        for module in ["index.js", "index_bg.wasm"] {
+            std::fs::copy(build.join(module), dir.join(module))
+                .map_err(|e| format!("{}: {e}", build.join(module).display()))?;
+        }
+        let config_path = dir.join("mqlite.capnp");
+        std::fs::write(&config_path, config).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.join("workerd.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(workerd)
+            .arg("serve")
+            .arg(&config_path)
+            .arg("--experimental")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", workerd.display()))?;
+        let mut served = Workerd {
+            child,
+            dir,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ureq::get(&format!("{}/healthz", served.base))
+            .call()
+            .is_err()
+        {
+            if Instant::now() > deadline || matches!(served.child.try_wait(), Ok(Some(_))) {
+                let log =
+                    std::fs::read_to_string(served.dir.join("workerd.log")).unwrap_or_default();
+                return Err(format!("workerd did not serve /healthz:\n{log}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(served)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Workerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `key = "value"` in `[table]` (`""`: before any table) of a flat TOML file.
+fn toml_string(text: &str, table: &str, key: &str) -> Option<String> {
+    table_strings(text, table)
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
+/// The `key = "string"` entries of one table of a flat TOML file (the only
+/// shape `wrangler.toml` uses for what the benchmark needs).
+fn table_strings(text: &str, table: &str) -> Vec<(String, String)> {
+    let mut current = String::new();
+    let mut out = vec![];
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name.trim().to_owned();
+        } else if current == table {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let v = v.trim();
+            if let Some(v) = v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                out.push((k.trim().to_owned(), v.to_owned()));
+            }
+        }
+    }
+    out
+}
