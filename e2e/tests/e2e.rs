@@ -914,8 +914,9 @@ fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
 /// empty messages, each on a fresh Worker (its own workerd) over the main
 /// database. Both must succeed with every message stored intact, and the
 /// workerd process's peak resident memory during the request (VmHWM, reset
-/// after warm-up) must stay within the isolate's 128 MB and, for the large
-/// one, within ~3x the request body.
+/// after warm-up) must stay bounded: within 5x the request for the large
+/// one (the Worker's copies; the rest is workerd's own request and fetch
+/// buffers), under 64 MiB for the many small messages.
 fn bounded_memory(s: &Stacks) -> Result<(), String> {
     const MIB: usize = 1 << 20;
     let cap = 32 * MIB;
@@ -996,10 +997,17 @@ fn bounded_memory(s: &Stacks) -> Result<(), String> {
                 .all(|m| m["body"].as_str().unwrap_or("").is_empty())),
         "{got}"
     );
-    let limit = 128 * MIB as u64;
+    // Measured 2026-12: 4.2x for the large Send (9.6x before the pipeline
+    // was written once, borrowed by retries and handed to fetch as bytes),
+    // ~40 MB for the empty messages.
+    let request = big.json.len() as u64;
     check!(
-        big_growth < limit && empty_growth < limit,
-        "peak growth over the isolate's 128 MB: {big_growth} and {empty_growth} bytes"
+        big_growth <= 5 * request,
+        "a {request} B Send grew workerd by {big_growth} B, over 5x the request"
+    );
+    check!(
+        empty_growth < 64 * MIB as u64,
+        "10,000 empty messages grew workerd by {empty_growth} B, over 64 MiB"
     );
     Ok(())
 }

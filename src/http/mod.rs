@@ -343,7 +343,7 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        match rpc::call(engine, route.rpc, &body, &context).await {
+        match rpc::call(engine, route.rpc, body, &context).await {
             Ok(json) if route.rpc == Rpc::Observe => {
                 let mut response = Response::json(200, json);
                 response
