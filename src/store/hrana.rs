@@ -276,3 +276,39 @@ impl HranaError {
             || self.message.contains("SQLITE_BUSY")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+
+    use super::*;
+
+    /// The streamed blob is exactly the base64 of the concatenation, across
+    /// chunk boundaries, odd piece lengths and empty pieces.
+    #[test]
+    fn blob_pieces_encode_as_the_base64_of_their_concatenation() {
+        let a: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let b: Vec<u8> = (0..3073u32).map(|i| (i * 13) as u8).collect();
+        let pieces: [&[u8]; 5] = [&a, b"", &b, b"x", &a[..1]];
+        let args = Args {
+            values: &[Value::Integer { value: 1 }],
+            blob: Some(&pieces),
+            clock_param: 4,
+            now: None,
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&args).unwrap_or_default())
+                .unwrap_or_default();
+        let whole = [&a[..], &b, b"x", &a[..1]].concat();
+        let expected = base64::engine::general_purpose::STANDARD.encode(&whole);
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"type": "integer", "value": "1"},
+                {"type": "blob", "base64": expected},
+                {"type": "null"},
+                {"type": "null"},
+            ])
+        );
+    }
+}
