@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::{select, Either};
+use futures_util::StreamExt;
 use worker::{
-    event, AbortController, Context, Date, Delay, Env, Fetch, Headers, Method, Request,
+    event, js_sys, AbortController, Context, Date, Delay, Env, Fetch, Headers, Method, Request,
     RequestInit, Response, ScheduleContext, ScheduledEvent,
 };
 
@@ -16,6 +17,10 @@ use crate::engine::{Clock, Engine, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
 use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
+
+/// Room a pipeline needs beyond its request's bytes (statement texts,
+/// copies): see [`WorkerBody::read`].
+const PIPELINE_SLACK: usize = 64 * 1024;
 
 /// Default bound on one database request.
 const DEFAULT_DB_TIMEOUT_MS: u64 = 10_000;
@@ -116,7 +121,8 @@ fn to_worker_response(response: http::Response) -> worker::Result<Response> {
 }
 
 /// Reads the request body only after routing and auth passed, refusing an
-/// oversized one by its declared length before reading it.
+/// oversized one by its declared length before reading it, and one without
+/// a length as soon as it passes the cap.
 struct WorkerBody<'a> {
     request: &'a mut Request,
     content_length: Option<usize>,
@@ -127,13 +133,26 @@ impl http::Body for WorkerBody<'_> {
         if self.content_length.is_some_and(|n| n > cap) {
             return Err(body_too_large(cap));
         }
-        let bytes = self
-            .request
-            .bytes()
-            .await
-            .map_err(|e| ApiError::invalid(format!("unreadable request body: {e}")))?;
-        if bytes.len() > cap {
-            return Err(body_too_large(cap));
+        // Chunk by chunk into one buffer sized by the declared length:
+        // `Request::bytes` would first hold the whole body in a JS
+        // ArrayBuffer (alive until the next GC) beside its wasm copy.
+        // The slack lets a Send's pipeline, which is about as long as its
+        // request plus the statements, later reuse this buffer's place once
+        // it is freed, instead of growing the isolate's memory (wasm memory
+        // never shrinks) by another request's worth.
+        let declared = self.content_length.unwrap_or(0);
+        let mut bytes = Vec::with_capacity(declared + declared / 64 + PIPELINE_SLACK);
+        let Ok(mut stream) = self.request.stream() else {
+            // No body at all (the only way a fresh request has no stream).
+            return Ok(bytes);
+        };
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::invalid(format!("unreadable request body: {e}")))?;
+            if bytes.len() + chunk.len() > cap {
+                return Err(body_too_large(cap));
+            }
+            bytes.extend_from_slice(&chunk);
         }
         Ok(bytes)
     }
@@ -183,7 +202,7 @@ impl DatabaseFetch {
         })
     }
 
-    async fn post(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn post(&self, body: &str) -> Result<HttpReply, TransportError> {
         let headers = Headers::new();
         let not_sent = |e: worker::Error| TransportError::NotSent(e.to_string());
         headers
@@ -194,10 +213,15 @@ impl DatabaseFetch {
                 .set("Authorization", &format!("Bearer {token}"))
                 .map_err(not_sent)?;
         }
+        // Bytes, not a string: a JS string would be decoded from UTF-8 into
+        // the JS heap and then re-encoded by `Request`, two extra copies of
+        // a pipeline up to the request cap; workerd keeps a Uint8Array's
+        // bytes as the body without copying them again.
+        let bytes = js_sys::Uint8Array::from(body.as_bytes());
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_headers(headers)
-            .with_body(Some(body.into()));
+            .with_body(Some(bytes.into()));
         let request = Request::new_with_init(&self.pipeline_url, &init).map_err(not_sent)?;
         let controller = AbortController::default();
         let signal = controller.signal();
@@ -225,7 +249,7 @@ impl DatabaseFetch {
 }
 
 impl Transport for DatabaseFetch {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         self.post(body).await
     }
 

@@ -49,7 +49,7 @@ impl Faulty {
 }
 
 impl Transport for Faulty {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let fault = self
             .faults

@@ -20,7 +20,7 @@ struct Recording {
 }
 
 impl Transport for Recording {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         if let Ok(mut w) = self.writes.lock() {
             w.push(body.contains("BEGIN IMMEDIATE"));
         }

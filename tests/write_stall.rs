@@ -40,7 +40,7 @@ struct StallingDb {
 }
 
 impl Transport for StallingDb {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         if !body.contains("BEGIN IMMEDIATE") {
             self.wire.reads.fetch_add(1, Ordering::SeqCst);
             return self.inner.send_pipeline(body).await;

@@ -43,8 +43,8 @@ struct Metered {
 }
 
 impl Transport for Metered {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
-        let sqls: Vec<String> = serde_json::from_str::<Value>(&body)
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        let sqls: Vec<String> = serde_json::from_str::<Value>(body)
             .ok()
             .and_then(|v| {
                 v["requests"][0]["batch"]["steps"].as_array().map(|steps| {

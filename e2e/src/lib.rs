@@ -229,6 +229,64 @@ impl Stack {
         self.worker.0.id()
     }
 
+    /// The workerd processes running this stack's Worker: `wrangler dev`'s
+    /// children in the stack's process group whose command is `workerd`.
+    pub fn workerd_pids(&self) -> Vec<u32> {
+        let group = self.worker.0.id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    return false;
+                };
+                // `pid (comm) state ppid pgrp …`; comm may hold spaces.
+                let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                    return false;
+                };
+                let comm = &stat[open + 1..close];
+                let pgrp = stat[close + 1..].split_whitespace().nth(2);
+                comm.starts_with("workerd") && pgrp == Some(&group.to_string())
+            })
+            .collect()
+    }
+
+    /// Resets the peak resident set (VmHWM) of the Worker's workerd
+    /// processes to their current one (`/proc/PID/clear_refs`, value 5), so
+    /// the next [`Stack::workerd_memory`] reports the peak of what follows.
+    pub fn reset_workerd_peak(&self) -> Result<(), String> {
+        let pids = self.workerd_pids();
+        if pids.is_empty() {
+            return Err("no workerd process found in the stack's process group".into());
+        }
+        for pid in pids {
+            std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+                .map_err(|e| format!("cannot reset the peak RSS of workerd {pid}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Resident memory of the Worker's workerd processes, summed, from
+    /// `/proc/PID/status`: measured, not estimated.
+    pub fn workerd_memory(&self) -> Memory {
+        let mut total = Memory::default();
+        for pid in self.workerd_pids() {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let kib = |field: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(field))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            total.rss_bytes += kib("VmRSS:") * 1024;
+            total.peak_bytes += kib("VmHWM:") * 1024;
+        }
+        total
+    }
+
     /// The database server's process id, when this stack started one.
     pub fn database_pid(&self) -> Option<u32> {
         self.database.as_ref().map(|g| g.0.id())
@@ -255,6 +313,15 @@ impl Drop for Stack {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Resident memory of a set of processes, in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    /// Current resident set (VmRSS).
+    pub rss_bytes: u64,
+    /// Peak resident set since start or the last reset (VmHWM).
+    pub peak_bytes: u64,
 }
 
 #[derive(Debug, Clone)]

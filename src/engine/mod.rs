@@ -181,14 +181,14 @@ impl<T: Transport> Engine<T> {
     }
 
     /// Runs a program, preceded by the credential check when there is one.
-    async fn run(&self, program: &mut Program) -> Result<Committed, RunError> {
+    async fn run(&self, program: &mut Program<'_>) -> Result<Committed, RunError> {
         self.run_keeping(program).await.map_err(|(e, _)| e)
     }
 
     /// [`Engine::run`], keeping the rows read before a fired guard.
     async fn run_keeping(
         &self,
-        program: &mut Program,
+        program: &mut Program<'_>,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
         if let Some(key) = &self.credential {
             key.attach(program);

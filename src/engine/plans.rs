@@ -14,7 +14,7 @@ use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportErr
 struct Local(Arc<Database>);
 
 impl Transport for Local {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         let reply = self.0.pipeline(None, body.as_bytes());
         Ok(HttpReply {
             status: reply.status,
@@ -227,15 +227,23 @@ fn send_statements_seek_dedup_queues_and_subscriptions() {
     let copies = text(
         r#"[["q","k1","h1",null,null,null,null,null,null,null,0,1,1],["q","k2","h2",null,null,null,"g",null,null,null,1,1,1]]"#,
     );
-    let key = vec![text("q"), text("0:0"), copies, text(r#"["q"]"#)];
-    let mut insert = key.clone();
-    insert.extend([
+    let key = vec![
+        text("q"),
+        text("0:0"),
+        text(r#"[["q","k1"],["q","k2"]]"#),
+        text(r#"["q"]"#),
+    ];
+    let insert = vec![
+        text("q"),
+        text("0:0"),
+        copies,
+        text(r#"["q"]"#),
+        int(0),
+        int(0),
         Value::Blob {
             base64: "AAE=".into(),
         },
-        int(0),
-        int(0),
-    ]);
+    ];
     let d = plan(&send::INSERT_MESSAGES, insert);
     assert_uses(
         "insert messages",

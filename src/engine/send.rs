@@ -10,7 +10,6 @@ use super::topics::TopicView;
 use super::{hex, require_name, unexpected, Engine, EngineError};
 use crate::filter::FilterInput;
 use crate::observe::Event;
-use crate::store::hrana::Value;
 use crate::store::{Program, RunError, Statement, Transport};
 
 /// One message to enqueue. Empty strings are already `None`.
@@ -58,9 +57,10 @@ macro_rules! send_ok {
 /// correlation_id, reply_to, group_id, content_type, subject, properties,
 /// body_offset, body_length, first]` — one per message for a direct send,
 /// one per accepting subscription for a publish; `first` marks the first
-/// copy of its `(queue, key)` in the request. Bodies are slices of the one
-/// blob `?5`; `?6` schedule time (0 = now), `?7` TTL, anchored at the
-/// visible time and capped by the queue default (§4c).
+/// copy of its `(queue, key)` in the request. `?5` schedule time (0 = now),
+/// `?6` TTL, anchored at the visible time and capped by the queue default
+/// (§4c). Bodies are slices of the one blob `?7`, bound last because the
+/// program writes it from the request's own bodies (`step_with_blob`).
 ///
 /// A copy bound for a queue with a dedup window is inserted only if it is
 /// the first of its key and no entry is still in its window; it carries
@@ -72,18 +72,18 @@ pub(super) const INSERT_MESSAGES: Statement = crate::statement!(concat!(
   correlation_id, reply_to, group_id, content_type, subject, properties, body, dedup_key,
   request_hash)
 SELECT cp.queue,
-  CASE WHEN ?6 > 0 THEN 'scheduled' ELSE 'active' END,
-  CASE WHEN ?6 > 0 THEN ?6 ELSE {now} END,
+  CASE WHEN ?5 > 0 THEN 'scheduled' ELSE 'active' END,
+  CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END,
   {now},
-  CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?6 > 0 THEN ?6 ELSE {now} END) + cp.ttl ELSE 0 END,
+  CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END) + cp.ttl ELSE 0 END,
   cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
-  coalesce(substr(?5, (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+  coalesce(substr(?7, (cp.v ->> 10) + 1, cp.v ->> 11), x''),
   CASE WHEN cp.window > 0 THEN cp.dkey END,
   CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
 FROM (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, j.value ->> 0 AS queue,
     j.value ->> 1 AS dkey, q.dedup_window_ms AS window, CASE
-      WHEN q.default_ttl_ms > 0 AND (?7 <= 0 OR ?7 > q.default_ttl_ms) THEN q.default_ttl_ms
-      WHEN ?7 > 0 THEN ?7 ELSE 0 END AS ttl
+      WHEN q.default_ttl_ms > 0 AND (?6 <= 0 OR ?6 > q.default_ttl_ms) THEN q.default_ttl_ms
+      WHEN ?6 > 0 THEN ?6 ELSE 0 END AS ttl
   FROM json_each(?3) j JOIN queues q ON q.name = j.value ->> 0) cp
 WHERE ",
     send_ok!(),
@@ -94,7 +94,8 @@ ORDER BY cp.pos
 RETURNING id"
 ));
 
-/// Step 3, what the request needs to answer, as tagged rows:
+/// Step 3, what the request needs to answer, as tagged rows (`?3` here is
+/// just the distinct `[queue, dedup_key]` pairs, not every copy):
 /// `0` the verdict of `send_ok!` (`ok`, `topic_changed`, `queue_missing`,
 /// `group_required`); `1` the final dedup entry of every `(queue, key)` of a
 /// queue with a window; `2` the topic's current subscriptions when the
@@ -226,29 +227,29 @@ impl<T: Transport> Engine<T> {
                 })
                 .collect()
         };
-        let copies = copies_json(&deliveries);
         let ungrouped = ungrouped_queues(&deliveries);
-        let key = || -> Vec<Value> {
-            vec![
-                name.into(),
-                view.fingerprint.as_str().into(),
-                copies.as_str().into(),
-                ungrouped.as_str().into(),
-            ]
-        };
-        let mut insert_args = key();
-        insert_args.extend([
-            Value::Blob {
-                base64: bodies_base64(&request.messages),
-            },
+        let insert_args = vec![
+            name.into(),
+            view.fingerprint.as_str().into(),
+            copies_json(&deliveries).into(),
+            ungrouped.as_str().into(),
             scheduled.into(),
             request.ttl_ms.into(),
-        ]);
+        ];
+        let outcome_args = vec![
+            name.into(),
+            view.fingerprint.as_str().into(),
+            dedup_keys_json(&deliveries).into(),
+            ungrouped.into(),
+        ];
+        // Every body once, in message order, borrowed: a publish's copies
+        // slice the same bytes, and no body is copied to encode them.
+        let bodies = request.messages.iter().map(|m| m.body.as_slice()).collect();
         let mut program = Program::write();
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
-        let inserted = program.step(&INSERT_MESSAGES, insert_args);
-        let outcome = program.step(&READ_OUTCOME, key());
+        let inserted = program.step_with_blob(&INSERT_MESSAGES, insert_args, bodies);
+        let outcome = program.step(&READ_OUTCOME, outcome_args);
         let committed = match self.run(&mut program).await {
             Ok(committed) => committed,
             Err(RunError::Rejected(step)) if Some(step) == not_future => {
@@ -424,48 +425,48 @@ fn prepare_all(messages: &[OutgoingMessage]) -> Vec<Prepared<'_>> {
         .collect()
 }
 
-/// Every body once, in message order, as one base64 blob: a publish's
-/// copies slice the same bytes, and no body is held twice while encoding.
-fn bodies_base64(messages: &[OutgoingMessage]) -> String {
-    let total: usize = messages.iter().map(|m| m.body.len()).sum();
-    let mut encoder = base64::write::EncoderStringWriter::from_consumer(
-        String::with_capacity(total.div_ceil(3) * 4),
-        &base64::engine::general_purpose::STANDARD,
-    );
-    for message in messages {
-        // Writing into a String cannot fail.
-        let _ = std::io::Write::write_all(&mut encoder, &message.body);
-    }
-    encoder.into_inner()
-}
-
-/// The copies as the JSON array the send statements read (`?3`).
+/// The copies as the JSON array [`INSERT_MESSAGES`] reads (`?3`), written
+/// straight from borrowed fields (no intermediate JSON tree: 10,000 copies
+/// would make one of ~130,000 values).
 fn copies_json(deliveries: &[Delivery]) -> String {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    let copies: Vec<serde_json::Value> = deliveries
+    let copies: Vec<_> = deliveries
         .iter()
         .map(|d| {
             let first = seen.insert((d.queue, d.prepared.key.as_str()));
             let p = d.prepared;
             let m = p.message;
-            serde_json::json!([
+            (
                 d.queue,
-                p.key,
-                p.hash,
-                m.message_id,
-                m.correlation_id,
-                m.reply_to,
-                m.group_id,
-                m.content_type,
-                m.subject,
+                p.key.as_str(),
+                p.hash.as_str(),
+                m.message_id.as_deref(),
+                m.correlation_id.as_deref(),
+                m.reply_to.as_deref(),
+                m.group_id.as_deref(),
+                m.content_type.as_deref(),
+                m.subject.as_deref(),
                 properties_json(&m.properties),
                 p.offset,
                 m.body.len(),
                 i64::from(first),
-            ])
+            )
         })
         .collect();
-    serde_json::Value::Array(copies).to_string()
+    // Serializing borrowed strings and numbers cannot fail.
+    serde_json::to_string(&copies).unwrap_or_default()
+}
+
+/// The distinct `[queue, dedup_key]` pairs of the copies, the only part of
+/// them [`READ_OUTCOME`] reads (`?3`): the full copies would travel twice.
+fn dedup_keys_json(deliveries: &[Delivery]) -> String {
+    let mut seen: HashSet<(&str, &str)> = HashSet::new();
+    let pairs: Vec<(&str, &str)> = deliveries
+        .iter()
+        .map(|d| (d.queue, d.prepared.key.as_str()))
+        .filter(|pair| seen.insert(*pair))
+        .collect();
+    serde_json::to_string(&pairs).unwrap_or_default()
 }
 
 /// The queues a copy without a group id is bound for, as a JSON array

@@ -343,7 +343,7 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        let mut response = match rpc::call(engine, route.rpc, &body, &context).await {
+        let mut response = match rpc::call(engine, route.rpc, body, &context).await {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         };

@@ -44,25 +44,28 @@ pub struct Context<'a, W> {
 pub async fn call<T: Transport, W: Waiter>(
     engine: &Engine<T>,
     rpc: Rpc,
-    body: &[u8],
+    body: Vec<u8>,
     context: &Context<'_, W>,
 ) -> Result<String, ApiError> {
     let waiter = context.waiter;
     match rpc {
         Rpc::Send | Rpc::Schedule => {
-            let request: SendRequest = decode(body)?;
+            let request: SendRequest = decode(&body)?;
+            // The decoded bodies replace the request bytes: holding both
+            // through the database call would double the peak.
+            drop(body);
             let seq_numbers = engine.send(&request.into()).await?;
             json(&SendResponse { seq_numbers })
         }
         Rpc::Receive => {
-            let request: ReceiveRequest = decode(body)?;
+            let request: ReceiveRequest = decode(&body)?;
             let (messages, _) = engine.receive(&request.into(), waiter).await?;
             json(&ReceiveResponse {
                 messages: messages.into_iter().map(Into::into).collect(),
             })
         }
         Rpc::Complete | Rpc::Abandon | Rpc::Reject | Rpc::Defer => {
-            let request: SettleRequest = decode(body)?;
+            let request: SettleRequest = decode(&body)?;
             let how = match rpc {
                 Rpc::Abandon => request.abandon(),
                 Rpc::Reject => request.reject(),
@@ -73,12 +76,12 @@ pub async fn call<T: Transport, W: Waiter>(
             json(&OkResponse { ok: true })
         }
         Rpc::Renew => {
-            let request: SettleRequest = decode(body)?;
+            let request: SettleRequest = decode(&body)?;
             engine.renew(&request.target()).await?;
             json(&OkResponse { ok: true })
         }
         Rpc::CompleteBatch | Rpc::RenewBatch => {
-            let request: BatchItemsRequest = decode(body)?;
+            let request: BatchItemsRequest = decode(&body)?;
             let items = request.items();
             let results = if rpc == Rpc::CompleteBatch {
                 engine.complete_batch(&request.queue, &items).await?
@@ -90,7 +93,7 @@ pub async fn call<T: Transport, W: Waiter>(
             })
         }
         Rpc::ReceiveDeferred => {
-            let request: ReceiveDeferredRequest = decode(body)?;
+            let request: ReceiveDeferredRequest = decode(&body)?;
             let messages = engine
                 .receive_deferred(&request.queue, &request.seq_numbers)
                 .await?;
@@ -99,35 +102,35 @@ pub async fn call<T: Transport, W: Waiter>(
             })
         }
         Rpc::Cancel => {
-            let request: CancelRequest = decode(body)?;
+            let request: CancelRequest = decode(&body)?;
             engine.cancel(&request.queue, request.seq_number).await?;
             json(&OkResponse { ok: true })
         }
         Rpc::Peek => {
-            let request: PeekRequest = decode(body)?;
+            let request: PeekRequest = decode(&body)?;
             let messages = engine.peek(&request.into()).await?;
             json(&PeekResponse {
                 messages: messages.into_iter().map(Into::into).collect(),
             })
         }
         Rpc::Stats => {
-            let request: StatsRequest = decode(body)?;
+            let request: StatsRequest = decode(&body)?;
             let stats = engine.stats(&request.queue).await?;
             json(&StatsResponse::from(stats))
         }
         Rpc::CreateQueue => {
-            let request: CreateQueueRequest = decode(body)?;
+            let request: CreateQueueRequest = decode(&body)?;
             let config = request.config.unwrap_or_default().into();
             engine.create_queue(&request.name, &config).await?;
             json(&Empty {})
         }
         Rpc::Redrive => {
-            let request: RedriveRequest = decode(body)?;
+            let request: RedriveRequest = decode(&body)?;
             let moved = engine.redrive(&request.into(), waiter).await?;
             json(&RedriveResponse { moved })
         }
         Rpc::Purge => {
-            let request: PurgeRequest = decode(body)?;
+            let request: PurgeRequest = decode(&body)?;
             let purged = engine
                 .purge(&request.queue, request.max, request.older_than_ms)
                 .await?;
@@ -140,7 +143,7 @@ pub async fn call<T: Transport, W: Waiter>(
             })
         }
         Rpc::Subscribe => {
-            let request: SubscribeRequest = decode(body)?;
+            let request: SubscribeRequest = decode(&body)?;
             let expr = request.filter.map(|f| f.expr).unwrap_or_default();
             engine
                 .subscribe(&request.topic, &request.name, &expr)
@@ -154,13 +157,13 @@ pub async fn call<T: Transport, W: Waiter>(
             })
         }
         Rpc::TestFilter => {
-            let request: TestFilterRequest = decode(body)?;
+            let request: TestFilterRequest = decode(&body)?;
             let sample = request.sample(engine.clock().wall_ms());
             let result = engine.test_filter(&request.expr, sample.as_ref());
             json(&TestFilterResponse::from(result))
         }
         Rpc::DeleteQueue => {
-            let request: DeleteQueueRequest = decode(body)?;
+            let request: DeleteQueueRequest = decode(&body)?;
             engine
                 .delete_queue(&request.name, &request.generation)
                 .await?;
@@ -168,16 +171,16 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::Status => status(engine, context).await,
         Rpc::Observe => {
-            let _: ObserveRequest = decode(body)?;
+            let _: ObserveRequest = decode(&body)?;
             json(&observe(engine, context).await?)
         }
         Rpc::CreateKey => {
-            let request: CreateKeyRequest = decode(body)?;
+            let request: CreateKeyRequest = decode(&body)?;
             let created = engine.create_key(&request.into()).await?;
             json(&CreateKeyResponse::from(created))
         }
         Rpc::ListKeys => {
-            let request: ListKeysRequest = decode(body)?;
+            let request: ListKeysRequest = decode(&body)?;
             let sort = KeySort::parse(&request.sort)?;
             let page = engine
                 .list_keys(&request.after_id, request.limit, sort)
@@ -185,7 +188,7 @@ pub async fn call<T: Transport, W: Waiter>(
             json(&ListKeysResponse::from(page))
         }
         Rpc::RevokeKey => {
-            let request: RevokeKeyRequest = decode(body)?;
+            let request: RevokeKeyRequest = decode(&body)?;
             engine.revoke_key(&request.id).await?;
             json(&OkResponse { ok: true })
         }

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use serde::ser::SerializeSeq;
+use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
 /// One pipeline: a fresh stream (`baton: null`), our requests, then `close`.
@@ -43,11 +43,14 @@ pub struct Stmt<'a> {
 }
 
 /// A statement's positional arguments, borrowed from the program (message
-/// bodies are never copied to encode them), followed by the clock
-/// parameter when the statement has one (see `store::statement`).
+/// bodies are never copied to encode them), then its blob of pieces if any,
+/// followed by the clock parameter when the statement has one (see
+/// `store::statement`).
 #[derive(Debug, Clone, Copy)]
 pub struct Args<'a> {
     pub values: &'a [Value],
+    /// Bound right after `values`: the pieces, concatenated, as one blob.
+    pub blob: Option<&'a [&'a [u8]]>,
     /// 1-based index of the clock parameter; 0 = none.
     pub clock_param: usize,
     /// The clock parameter's value: `None` binds NULL (the database clock).
@@ -57,6 +60,7 @@ pub struct Args<'a> {
 impl Args<'_> {
     pub const NONE: Args<'static> = Args {
         values: &[],
+        blob: None,
         clock_param: 0,
         now: None,
     };
@@ -64,13 +68,17 @@ impl Args<'_> {
 
 impl Serialize for Args<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let len = self.values.len().max(self.clock_param);
+        let bound = self.values.len() + usize::from(self.blob.is_some());
+        let len = bound.max(self.clock_param);
         let mut seq = serializer.serialize_seq(Some(len))?;
         for value in self.values {
             seq.serialize_element(value)?;
         }
+        if let Some(pieces) = self.blob {
+            seq.serialize_element(&BlobPieces(pieces))?;
+        }
         if self.clock_param > 0 {
-            for _ in self.values.len() + 1..self.clock_param {
+            for _ in bound + 1..self.clock_param {
                 seq.serialize_element(&Value::Null)?;
             }
             match self.now {
@@ -80,6 +88,63 @@ impl Serialize for Args<'_> {
         }
         seq.end()
     }
+}
+
+/// A blob made of pieces, encoded as `{"type":"blob","base64":…}` with the
+/// base64 written straight into the output: the whole blob never exists as
+/// a string of its own.
+struct BlobPieces<'a>(&'a [&'a [u8]]);
+
+impl Serialize for BlobPieces<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut value = serializer.serialize_struct("Value", 2)?;
+        value.serialize_field("type", "blob")?;
+        value.serialize_field("base64", &Base64Of(self.0))?;
+        value.end()
+    }
+}
+
+/// The standard padded base64 of the concatenated pieces, produced a few
+/// KiB at a time.
+struct Base64Of<'a>(&'a [&'a [u8]]);
+
+impl Serialize for Base64Of<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // serde_json streams `collect_str` into its writer (no temporary).
+        serializer.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for Base64Of<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A multiple of 3, so only the last chunk can need padding.
+        const CHUNK: usize = 3 * 1024;
+        let mut staged = [0u8; CHUNK];
+        let mut out = [0u8; CHUNK / 3 * 4];
+        let mut len = 0;
+        for piece in self.0 {
+            let mut rest: &[u8] = piece;
+            while !rest.is_empty() {
+                let take = (CHUNK - len).min(rest.len());
+                staged[len..len + take].copy_from_slice(&rest[..take]);
+                len += take;
+                rest = &rest[take..];
+                if len == CHUNK {
+                    write_base64(f, &staged, &mut out)?;
+                    len = 0;
+                }
+            }
+        }
+        write_base64(f, &staged[..len], &mut out)
+    }
+}
+
+fn write_base64(f: &mut std::fmt::Formatter<'_>, input: &[u8], out: &mut [u8]) -> std::fmt::Result {
+    use base64::Engine as _;
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(input, out)
+        .map_err(|_| std::fmt::Error)?;
+    f.write_str(std::str::from_utf8(&out[..n]).map_err(|_| std::fmt::Error)?)
 }
 
 /// Step conditions evaluated by the server between steps of one batch.
@@ -209,5 +274,41 @@ impl HranaError {
             || code.contains("LOCKED")
             || self.message.contains("database is locked")
             || self.message.contains("SQLITE_BUSY")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+
+    use super::*;
+
+    /// The streamed blob is exactly the base64 of the concatenation, across
+    /// chunk boundaries, odd piece lengths and empty pieces.
+    #[test]
+    fn blob_pieces_encode_as_the_base64_of_their_concatenation() {
+        let a: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let b: Vec<u8> = (0..3073u32).map(|i| (i * 13) as u8).collect();
+        let pieces: [&[u8]; 5] = [&a, b"", &b, b"x", &a[..1]];
+        let args = Args {
+            values: &[Value::Integer { value: 1 }],
+            blob: Some(&pieces),
+            clock_param: 4,
+            now: None,
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&args).unwrap_or_default())
+                .unwrap_or_default();
+        let whole = [&a[..], &b, b"x", &a[..1]].concat();
+        let expected = base64::engine::general_purpose::STANDARD.encode(&whole);
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"type": "integer", "value": "1"},
+                {"type": "blob", "base64": expected},
+                {"type": "null"},
+                {"type": "null"},
+            ])
+        );
     }
 }

@@ -86,7 +86,7 @@ async fn current_version<T: Transport>(store: &Store<T>) -> Result<i64, StoreErr
             None,
         )],
     };
-    let result = store.send_raw(pipeline(batch), false).await?;
+    let result = store.send_raw(&pipeline(batch), false).await?;
     if let Some(Some(error)) = result.step_errors.first() {
         if error.message.contains("no such table") {
             return Ok(0);
@@ -149,7 +149,7 @@ async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<
         }),
     ));
     let guard_index = 3;
-    let result = store.send_raw(pipeline(Batch { steps }), true).await?;
+    let result = store.send_raw(&pipeline(Batch { steps }), true).await?;
     if result.step_results.get(commit).is_some_and(Option::is_some) {
         return Ok(());
     }

@@ -164,7 +164,7 @@ impl<T: Transport> Store<T> {
     /// Runs a program as one pipeline request. Applies pending migrations
     /// first if the database is behind (only then is there more than one
     /// round trip), and retries only what provably did not apply.
-    pub async fn run(&self, program: &Program) -> Result<Committed, RunError> {
+    pub async fn run(&self, program: &Program<'_>) -> Result<Committed, RunError> {
         self.run_keeping(program).await.map_err(|(e, _)| e)
     }
 
@@ -173,13 +173,13 @@ impl<T: Transport> Store<T> {
     /// transaction, then rolled back with it).
     pub async fn run_keeping(
         &self,
-        program: &Program,
+        program: &Program<'_>,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
         let body = encode(program);
         let mut migrated = false;
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.attempt(program, body.clone()).await {
+            match self.attempt(program, &body).await {
                 Attempt::Done(result) => return result.map_err(|e| (e, None)),
                 Attempt::Rejected(step, partial) => {
                     return Err((RunError::Rejected(step), Some(partial)))
@@ -211,12 +211,12 @@ impl<T: Transport> Store<T> {
     /// as [`Store::run`] but no schema check (used by migrations).
     pub(crate) async fn send_raw(
         &self,
-        body: String,
+        body: &str,
         write: bool,
     ) -> Result<BatchResult, StoreError> {
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.exchange(body.clone(), write).await {
+            match self.exchange(body, write).await {
                 Ok(result) => return Ok(result),
                 Err(Retryable::Yes(e)) => last = e,
                 Err(Retryable::No(e)) => return Err(e),
@@ -228,7 +228,7 @@ impl<T: Transport> Store<T> {
         Err(last)
     }
 
-    async fn attempt(&self, program: &Program, body: String) -> Attempt {
+    async fn attempt(&self, program: &Program<'_>, body: &str) -> Attempt {
         let result = match self.exchange(body, program.write).await {
             Ok(result) => result,
             Err(Retryable::Yes(e)) => return Attempt::Retry(e),
@@ -239,7 +239,7 @@ impl<T: Transport> Store<T> {
 
     /// One HTTP exchange, parsed down to the batch result. A write first
     /// asks the breaker, and tells it whether the database answered.
-    async fn exchange(&self, body: String, write: bool) -> Result<BatchResult, Retryable> {
+    async fn exchange(&self, body: &str, write: bool) -> Result<BatchResult, Retryable> {
         let permit = match self
             .health
             .as_deref()
@@ -330,9 +330,15 @@ fn encode(program: &Program) -> String {
             StreamRequest::Close,
         ],
     };
-    // Serializing plain owned data cannot fail; an empty body would be
-    // rejected by the server as a definite non-commit.
-    serde_json::to_string(&request).unwrap_or_default()
+    // Sized up front: see `Program::encoded_len_hint`.
+    let mut out = Vec::with_capacity(program.encoded_len_hint());
+    // Serializing plain data into memory cannot fail, and serde_json writes
+    // UTF-8; an empty body would be rejected by the server as a definite
+    // non-commit.
+    match serde_json::to_writer(&mut out, &request) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
+    }
 }
 
 /// A non-200 answer. Gateways (502/503/504) may have passed the request on,

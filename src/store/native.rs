@@ -23,7 +23,7 @@ impl HttpTransport {
 }
 
 impl Transport for HttpTransport {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         let mut request = self
             .agent
             .post(&self.url)
@@ -31,7 +31,7 @@ impl Transport for HttpTransport {
         if let Some(token) = &self.auth_token {
             request = request.set("Authorization", &format!("Bearer {token}"));
         }
-        let response = match request.send_string(&body) {
+        let response = match request.send_string(body) {
             Ok(r) => r,
             Err(ureq::Error::Status(_, r)) => r,
             Err(ureq::Error::Transport(t)) => {

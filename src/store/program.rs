@@ -26,29 +26,33 @@ pub(crate) enum Role {
 }
 
 #[derive(Debug)]
-pub(crate) struct ProgramStep {
+pub(crate) struct ProgramStep<'a> {
     pub statement: &'static Statement,
     pub args: Vec<Value>,
+    /// A blob bound right after `args`, made of borrowed pieces (see
+    /// [`Program::step_with_blob`]).
+    pub blob: Option<Vec<&'a [u8]>>,
     pub role: Role,
 }
 
 /// Statements that run in one transaction, in order, each only if every
-/// earlier one succeeded.
+/// earlier one succeeded. `'a` is the lifetime of the bytes a step borrows
+/// as a blob.
 #[derive(Debug)]
-pub struct Program {
+pub struct Program<'a> {
     pub(crate) write: bool,
-    pub(crate) steps: Vec<ProgramStep>,
+    pub(crate) steps: Vec<ProgramStep<'a>>,
     /// A guard that runs before every step (the caller's credential check),
     /// so a request authenticated by the database costs no extra round trip.
-    pub(crate) prelude: Option<ProgramStep>,
+    pub(crate) prelude: Option<ProgramStep<'a>>,
     /// The value bound to every statement's clock parameter: `None` lets
     /// the database clock decide (production), a manual clock sets it.
     pub(crate) now: Option<i64>,
     /// A read that also performs the schema check (see [`Program::head`]).
-    pub(crate) head: Option<ProgramStep>,
+    pub(crate) head: Option<ProgramStep<'a>>,
 }
 
-impl Program {
+impl<'a> Program<'a> {
     /// A write transaction (`BEGIN IMMEDIATE`): takes the write lock up
     /// front so a stale read snapshot can never fail the upgrade later.
     pub fn write() -> Self {
@@ -89,6 +93,7 @@ impl Program {
         self.head = Some(ProgramStep {
             statement,
             args,
+            blob: None,
             role: Role::Data,
         });
         StepId::HEAD
@@ -96,14 +101,27 @@ impl Program {
 
     /// Adds a statement whose rows the caller will read.
     pub fn step(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
-        self.push(statement, args, Role::Data)
+        self.push(statement, args, None, Role::Data)
+    }
+
+    /// Adds a statement whose rows the caller will read, binding `pieces`,
+    /// concatenated, as one blob parameter right after `args`. The pieces
+    /// are borrowed and written as base64 straight into the pipeline, so a
+    /// request's bodies are never copied into a blob of their own.
+    pub fn step_with_blob(
+        &mut self,
+        statement: &'static Statement,
+        args: Vec<Value>,
+        pieces: Vec<&'a [u8]>,
+    ) -> StepId {
+        self.push(statement, args, Some(pieces), Role::Data)
     }
 
     /// Adds a guard (see [`crate::guard!`]): a statement that fails exactly
     /// when the transaction must abort with a domain answer. When it fails
     /// the whole transaction rolls back and the run reports this step.
     pub fn guard(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
-        self.push(statement, args, Role::Guard)
+        self.push(statement, args, None, Role::Guard)
     }
 
     /// Sets the guard that runs before every other statement; when it fires
@@ -112,6 +130,7 @@ impl Program {
         self.prelude = Some(ProgramStep {
             statement,
             args,
+            blob: None,
             role: Role::Guard,
         });
     }
@@ -127,10 +146,17 @@ impl Program {
         self.prelude.as_ref().map(|_| 2)
     }
 
-    fn push(&mut self, statement: &'static Statement, args: Vec<Value>, role: Role) -> StepId {
+    fn push(
+        &mut self,
+        statement: &'static Statement,
+        args: Vec<Value>,
+        blob: Option<Vec<&'a [u8]>>,
+        role: Role,
+    ) -> StepId {
         self.steps.push(ProgramStep {
             statement,
             args,
+            blob,
             role,
         });
         StepId(self.steps.len() - 1)
@@ -139,6 +165,37 @@ impl Program {
     /// Batch index of the COMMIT step.
     pub(crate) fn commit_index(&self) -> usize {
         self.first_step() + self.steps.len()
+    }
+
+    /// An upper bound, for any text but control characters, of the length
+    /// of the program's JSON encoding: encoding into a buffer this large
+    /// never reallocates, where doubling a buffer near the request cap
+    /// would briefly hold it twice and leave a hole as large in the
+    /// isolate's memory (wasm memory never shrinks).
+    pub(crate) fn encoded_len_hint(&self) -> usize {
+        // Escaping at most doubles text (quotes, backslashes, newlines).
+        let value = |v: &Value| match v {
+            Value::Text { value } => 2 * value.len() + 32,
+            Value::Blob { base64 } => base64.len() + 40,
+            _ => 48,
+        };
+        let step = |s: &ProgramStep| {
+            let blob: usize = s.blob.iter().flatten().map(|p| p.len()).sum();
+            2 * s.statement.sql.len()
+                + 128
+                + s.args.iter().map(value).sum::<usize>()
+                + blob.div_ceil(3) * 4
+                + 40
+        };
+        let fixed = 2 * SCHEMA_CHECK.sql.len() + 1024;
+        fixed
+            + self
+                .head
+                .iter()
+                .chain(&self.prelude)
+                .chain(&self.steps)
+                .map(step)
+                .sum::<usize>()
     }
 
     /// Encodes the program as one Hrana batch, borrowing its arguments.
@@ -183,14 +240,15 @@ pub(crate) const SCHEMA_CHECK: Statement =
         " THEN '0' ELSE 'abort' END) FROM schema_version"
     ));
 
-impl Program {
-    fn encode<'a>(&'a self, step: &'a ProgramStep, condition: Condition) -> BatchStep<'a> {
+impl Program<'_> {
+    fn encode<'s>(&'s self, step: &'s ProgramStep, condition: Condition) -> BatchStep<'s> {
         BatchStep {
             condition: Some(condition),
             stmt: Stmt {
                 sql: step.statement.sql.into(),
                 args: Args {
                     values: &step.args,
+                    blob: step.blob.as_deref(),
                     clock_param: step.statement.clock_param,
                     now: self.now,
                 },

@@ -23,22 +23,18 @@ pub enum TransportError {
 }
 
 /// Sends one pipeline request body to `{database}/v2/pipeline` and returns the
-/// raw reply. Implementations bound every call with a timeout.
+/// raw reply. Implementations bound every call with a timeout. The body is
+/// borrowed: a program's retries resend the one encoding instead of copying
+/// a pipeline that can be as large as the request cap.
 pub trait Transport {
-    fn send_pipeline(
-        &self,
-        body: String,
-    ) -> impl Future<Output = Result<HttpReply, TransportError>>;
+    fn send_pipeline(&self, body: &str) -> impl Future<Output = Result<HttpReply, TransportError>>;
 
     /// Waits between retry attempts on the platform's own timer.
     fn pause(&self, millis: u32) -> impl Future<Output = ()>;
 }
 
 impl<T: Transport> Transport for &T {
-    fn send_pipeline(
-        &self,
-        body: String,
-    ) -> impl Future<Output = Result<HttpReply, TransportError>> {
+    fn send_pipeline(&self, body: &str) -> impl Future<Output = Result<HttpReply, TransportError>> {
         (**self).send_pipeline(body)
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine as _;
-use serde::de::{DeserializeOwned, Error as _};
+use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::ApiError;
@@ -43,13 +43,43 @@ where
 }
 
 /// A base64 byte field: padded standard base64; embedded CR/LF tolerated.
+/// Decodes from the request's own text (borrowed whenever it holds no JSON
+/// escape), so a body exists only once more, decoded: copying the text
+/// first would briefly hold a 1 MiB body's base64 twice over.
 pub fn base64_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    let text: Option<String> = Option::deserialize(d)?;
-    let text = text.unwrap_or_default();
-    let cleaned: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
-    STRICT_BASE64
-        .decode(cleaned.as_bytes())
-        .map_err(|e| D::Error::custom(format!("illegal base64 data: {e}")))
+    struct Base64Visitor;
+
+    impl<'de> Visitor<'de> for Base64Visitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Vec<u8>, E> {
+            let decoded = if text.contains(['\r', '\n']) {
+                let cleaned: String = text.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+                STRICT_BASE64.decode(cleaned.as_bytes())
+            } else {
+                STRICT_BASE64.decode(text.as_bytes())
+            };
+            decoded.map_err(|e| E::custom(format!("illegal base64 data: {e}")))
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<u8>, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Vec<u8>, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Vec<u8>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    d.deserialize_option(Base64Visitor)
 }
 
 /// `properties`: string values only; a `null` value reads as "".

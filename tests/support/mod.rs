@@ -51,8 +51,10 @@ pub struct InProcess {
 }
 
 impl Transport for InProcess {
-    async fn send_pipeline(&self, body: String) -> Result<HttpReply, TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         let db = self.db.clone();
+        // The blocking task outlives the borrow: it gets its own copy.
+        let body = body.to_owned();
         let reply = tokio::task::spawn_blocking(move || db.pipeline(None, body.as_bytes()))
             .await
             .map_err(|e| TransportError::AnswerLost(e.to_string()))?;
