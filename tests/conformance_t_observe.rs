@@ -318,3 +318,25 @@ async fn a_key_lookup_is_a_counted_storage_call() {
     // The lookup, then the second Observe's own collection.
     assert_eq!(after - before, 2);
 }
+
+#[tokio::test]
+async fn a_sweep_reports_one_run_per_enabled_task() {
+    let api = Api::new(&[]);
+    api.engine()
+        .sweep(&mqlite_edge::engine::Retention::default())
+        .await
+        .expect("sweep");
+    let o = api.ok("AdminService/Observe", json!({})).await;
+    let tasks = o["maintenance"].as_array().expect("maintenance");
+    assert_eq!(tasks.len(), 7);
+    for task in tasks {
+        let (runs, last) = if task["enabled"] == true {
+            (1, api.now())
+        } else {
+            (0, 0)
+        };
+        assert_eq!(task["runs"], runs, "{task}");
+        assert_eq!(task["failures"], 0, "{task}");
+        assert_eq!(task["last_success_at_ms"], last, "{task}");
+    }
+}
