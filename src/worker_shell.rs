@@ -13,7 +13,7 @@ use worker::{
     RequestInit, Response, ScheduleContext, ScheduledEvent,
 };
 
-use crate::engine::{Clock, Engine, Waiter};
+use crate::engine::{Clock, Effects, Engine, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
 use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
@@ -67,12 +67,14 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         }
     };
     let isolate = isolate();
+    let effects = Arc::new(Effects::default());
     let engine = Engine::new(transport, Clock::Database, config.limits.clone())
-        .with_observer(isolate.registry.clone())
+        .with_effects(effects.clone())
         .with_write_health(isolate.write_health.clone());
     if let Err(e) = engine.sweep(&config.retention).await {
         worker::console_error!("maintenance sweep failed: {e:?}");
     }
+    isolate.registry.record_effects(effects.take());
 }
 
 #[event(fetch)]

@@ -277,3 +277,66 @@ async fn topic_fan_out_counts_each_copy() {
     assert_eq!(event(&o, "a", "enqueued"), 2);
     assert_eq!(event(&o, "b", "enqueued"), 1);
 }
+
+/// Finished calls of the Observe storage series `operation`/`outcome`.
+fn storage_calls(observation: &serde_json::Value, operation: &str, outcome: &str) -> u64 {
+    observation["storage"]["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .filter(|o| o["operation"] == operation && o["outcome"] == outcome)
+        .map(|o| o["duration"]["count"].as_u64().expect("count"))
+        .sum()
+}
+
+#[tokio::test]
+async fn a_key_lookup_is_a_counted_storage_call() {
+    let api = Api::new(&[]);
+    let key = api.mint_key(&["send"]).await;
+    let before = storage_calls(
+        &api.ok("AdminService/Observe", json!({})).await,
+        "read",
+        "ok",
+    );
+    // No program runs for an unknown path: only the key lookup asks the
+    // database whether the managed key may see the 404.
+    let auth = format!("Bearer {key}");
+    let r = api
+        .request(
+            "POST",
+            "/mqlite.v1.QueueService/Nothing",
+            &[("Authorization", &auth)],
+            b"{}",
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let after = storage_calls(
+        &api.ok("AdminService/Observe", json!({})).await,
+        "read",
+        "ok",
+    );
+    // The lookup, then the second Observe's own collection.
+    assert_eq!(after - before, 2);
+}
+
+#[tokio::test]
+async fn a_sweep_reports_one_run_per_enabled_task() {
+    let api = Api::new(&[]);
+    api.engine()
+        .sweep(&mqlite_edge::engine::Retention::default())
+        .await
+        .expect("sweep");
+    let o = api.ok("AdminService/Observe", json!({})).await;
+    let tasks = o["maintenance"].as_array().expect("maintenance");
+    assert_eq!(tasks.len(), 7);
+    for task in tasks {
+        let (runs, last) = if task["enabled"] == true {
+            (1, api.now())
+        } else {
+            (0, 0)
+        };
+        assert_eq!(task["runs"], runs, "{task}");
+        assert_eq!(task["failures"], 0, "{task}");
+        assert_eq!(task["last_success_at_ms"], last, "{task}");
+    }
+}

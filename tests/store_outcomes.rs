@@ -6,10 +6,11 @@ mod support;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use mqlite_edge::engine::{
-    Clock, Engine, EngineError, Limits, OutgoingMessage, QueueConfigInput, SendRequest,
+    Clock, Effect, Effects, Engine, EngineError, Limits, OutgoingMessage, QueueConfigInput,
+    SendRequest, StorageCall, StorageOp, StorageOutcome,
 };
 use mqlite_edge::store::{HttpReply, StoreError, Transport, TransportError};
 use serde_json::json;
@@ -260,4 +261,141 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     let r = service.handle(&send, body.into_bytes(), &NoWait).await;
     assert_eq!(r.status, 503);
     assert_eq!(json_body(&r)["code"], "outcome_unknown");
+}
+
+/// The storage calls an engine reported, in order.
+fn storage_calls(effects: &Effects) -> Vec<StorageCall> {
+    effects
+        .take()
+        .into_iter()
+        .filter_map(|effect| match effect {
+            Effect::Storage(call) => Some(call),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_storage_call_reports_the_retries_made_inside_it() {
+    let (_temp, engine) = setup(&[Fault::NotSent, Fault::Busy, Fault::NotSent]).await;
+    let effects = Arc::new(Effects::default());
+    let engine = engine.with_effects(effects.clone());
+    engine
+        .send(&one_message())
+        .await
+        .expect("send after retries");
+    let calls = storage_calls(&effects);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        (calls[0].operation, calls[0].outcome, calls[0].retries),
+        (StorageOp::Write, StorageOutcome::Ok, 3)
+    );
+    assert_eq!(calls[0].error, None);
+
+    // A read that never gets through: four retries, then the failure.
+    engine
+        .store()
+        .transport()
+        .faults
+        .lock()
+        .expect("faults")
+        .extend([Fault::NotSent; 5]);
+    engine.list_queues().await.expect_err("never reached");
+    let calls = storage_calls(&effects);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        (calls[0].operation, calls[0].outcome, calls[0].retries),
+        (StorageOp::Read, StorageOutcome::Error, 4)
+    );
+    assert!(
+        matches!(calls[0].error, Some(StoreError::Unavailable(_))),
+        "{:?}",
+        calls[0].error
+    );
+
+    // A first attempt that decides the outcome retried nothing.
+    engine.send(&one_message()).await.expect("send");
+    let calls = storage_calls(&effects);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].retries, 0);
+}
+
+/// `retries` of the Observe storage series `operation`/`outcome`.
+fn observed_retries(observation: &serde_json::Value, operation: &str, outcome: &str) -> u64 {
+    observation["storage"]["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .filter(|o| o["operation"] == operation && o["outcome"] == outcome)
+        .map(|o| o["retries"].as_u64().expect("retries"))
+        .sum()
+}
+
+#[tokio::test]
+async fn observe_and_metrics_count_the_retries_of_refused_connections() {
+    let temp = TempDb::new();
+    let config = mqlite_edge::http::Config::from_vars(|n| match n {
+        "MQLITE_TOKENS" => Some("T".to_owned()),
+        "MQLITE_METRICS" => Some("on".to_owned()),
+        _ => None,
+    });
+    let service = mqlite_edge::http::Service::new(
+        config.map(|c| (c, Faulty::new(&temp, &[]))),
+        Clock::manual(T0),
+        Arc::new(mqlite_edge::http::Isolate::new(T0)),
+    );
+    let post = |rpc: &str| mqlite_edge::http::Request {
+        method: "POST".into(),
+        path: format!("/mqlite.v1.{rpc}"),
+        headers: vec![("Authorization".into(), "Bearer T".into())],
+    };
+    let observe = || async {
+        json_body(
+            &service
+                .handle(&post("AdminService/Observe"), b"{}".to_vec(), &NoWait)
+                .await,
+        )
+    };
+    let r = service
+        .handle(
+            &post("AdminService/CreateQueue"),
+            br#"{"name":"q"}"#.to_vec(),
+            &NoWait,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(observed_retries(&observe().await, "write", "ok"), 0);
+
+    service
+        .engine()
+        .expect("valid configuration")
+        .store()
+        .transport()
+        .faults
+        .lock()
+        .expect("faults")
+        .extend([Fault::NotSent; 3]);
+    let body = format!(r#"{{"queue":"q","messages":[{{"body":"{}"}}]}}"#, b64("x"));
+    let r = service
+        .handle(&post("QueueService/Send"), body.into_bytes(), &NoWait)
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(observed_retries(&observe().await, "write", "ok"), 3);
+
+    let metrics = mqlite_edge::http::Request {
+        method: "GET".into(),
+        path: "/metrics".into(),
+        headers: vec![("Authorization".into(), "Bearer T".into())],
+    };
+    let text = String::from_utf8_lossy(&service.handle(&metrics, Vec::new(), &NoWait).await.body)
+        .into_owned();
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("mqlite_storage_retries_total{")
+                && l.contains("operation=\"write\"")
+                && l.contains("outcome=\"ok\"")
+        })
+        .unwrap_or_else(|| panic!("no write/ok retries series in\n{text}"));
+    assert!(line.ends_with(" 3"), "{line}");
 }

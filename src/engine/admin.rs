@@ -2,7 +2,6 @@
 
 use super::stats::{read_stats, PENDING, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
-use crate::observe::QueueGauge;
 use crate::store::Statement;
 use crate::store::{Program, RunError, Transport};
 
@@ -39,6 +38,24 @@ const GAUGES: Statement = crate::statement!(const_format::concatcp!(
       - (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.will = 'gone')
     FROM queues q ORDER BY q.name"
 ));
+
+/// One queue's message counts by state, read in one grouped query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueGauge {
+    pub queue: String,
+    /// `queue` or `subscription`.
+    pub kind: String,
+    pub active: i64,
+    pub locked: i64,
+    pub deferred: i64,
+    pub scheduled: i64,
+    pub dead_lettered: i64,
+    /// Rows in any other state: reported, not silently dropped.
+    pub unexpected: i64,
+    /// Age of the oldest active or locked message from its original
+    /// enqueue; 0 when there is none.
+    pub oldest_message_age_ms: i64,
+}
 
 /// Numbers of entities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! ReceiveDeferred (§10) and Cancel (§7).
 
 use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
+use super::Event;
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
-use crate::observe::Event;
 use const_format::str_replace;
 
 use crate::store::Statement;

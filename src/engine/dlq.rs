@@ -1,7 +1,7 @@
 //! Dead-letter administration (semantics §12.2–§12.3): Redrive and Purge.
 
+use super::Event;
 use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter, QUEUE_MISSING};
-use crate::observe::Event;
 use const_format::str_replace;
 
 use crate::store::Statement;

@@ -7,7 +7,7 @@
 use const_format::{concatcp, str_replace};
 
 use super::Engine;
-use crate::observe::Event;
+use super::Event;
 use crate::store::{Committed, Program, Statement, StepId, Transport};
 
 /// Every queue's statement (the cron sweep and the gauges).

@@ -6,6 +6,7 @@ mod admin;
 mod clock;
 mod deferred;
 mod dlq;
+mod effects;
 mod keys;
 mod maintenance;
 mod peek;
@@ -19,9 +20,14 @@ mod stats;
 mod sweep;
 mod topics;
 
-pub use admin::EntityCounts;
+pub use admin::{EntityCounts, QueueGauge};
 pub use clock::{set_wall_clock, Clock};
 pub use dlq::RedriveRequest;
+pub(crate) use effects::vocabulary;
+pub use effects::{
+    Effect, Effects, Event, FilterStage, MaintenanceOutcome, StorageCall, StorageOp,
+    StorageOutcome, Task,
+};
 pub use keys::{
     is_managed_format, AccessKey, CreatedKey, KeyCheck, KeyPage, KeySort, KeyState, NewKey,
     Permissions,
@@ -37,8 +43,9 @@ pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
 
 use std::sync::Arc;
 
-use crate::observe::{classify, Event, FilterStage, Registry, StorageOp, StorageOutcome};
-use crate::store::{Committed, Program, RunError, Statement, Store, StoreError, Transport};
+use crate::store::{
+    Committed, Program, RunError, RunStats, Statement, Store, StoreError, Transport,
+};
 
 /// Every way an RPC can fail, in domain terms. The wire layer owns the
 /// mapping to status codes.
@@ -112,8 +119,10 @@ pub struct Engine<T> {
     /// The caller's managed key, checked inside every program this engine
     /// runs (no extra round trip); `None` for configured credentials.
     credential: Option<Arc<KeyCheck>>,
-    /// The isolate's counters, told about storage calls and message effects.
-    observer: Option<Arc<Registry>>,
+    /// Where storage calls, message effects, filter failures and
+    /// maintenance runs are reported; `None` reports nothing (an engine
+    /// nobody drains must not accumulate).
+    effects: Option<Arc<Effects>>,
 }
 
 impl<T: Transport> Engine<T> {
@@ -124,7 +133,7 @@ impl<T: Transport> Engine<T> {
             limits,
             topics: Arc::default(),
             credential: None,
-            observer: None,
+            effects: None,
         }
     }
 
@@ -140,9 +149,10 @@ impl<T: Transport> Engine<T> {
         self
     }
 
-    /// Reports storage calls and message effects to `registry`.
-    pub fn with_observer(mut self, registry: Arc<Registry>) -> Self {
-        self.observer = Some(registry);
+    /// Appends what this engine does to `effects`, for its owner to drain
+    /// (the HTTP layer, once per request, into the isolate's counters).
+    pub fn with_effects(mut self, effects: Arc<Effects>) -> Self {
+        self.effects = Some(effects);
         self
     }
 
@@ -153,7 +163,7 @@ impl<T: Transport> Engine<T> {
     }
 
     /// An engine over the same database and settings for one request made
-    /// with a managed key.
+    /// with a managed key; it reports to the same journal.
     pub fn for_key(&self, key: Arc<KeyCheck>) -> Engine<&T> {
         let engine = Engine::new(
             self.store.transport(),
@@ -166,8 +176,8 @@ impl<T: Transport> Engine<T> {
             Some(health) => engine.with_write_health(health.clone()),
             None => engine,
         };
-        match &self.observer {
-            Some(registry) => engine.with_observer(registry.clone()),
+        match &self.effects {
+            Some(effects) => engine.with_effects(effects.clone()),
             None => engine,
         }
     }
@@ -193,10 +203,7 @@ impl<T: Transport> Engine<T> {
         if let Some(key) = &self.credential {
             key.attach(program);
         }
-        program.set_now(self.clock.manual_now());
-        let started = self.clock.wall_ms();
-        let result = self.store.run_keeping(program).await;
-        self.note_storage(program, &result, started);
+        let result = self.run_uncredentialed(program).await;
         if let Some(key) = &self.credential {
             if !matches!(
                 result,
@@ -208,6 +215,27 @@ impl<T: Transport> Engine<T> {
         result
     }
 
+    /// Runs a program as it is, without the credential check (the key
+    /// lookup itself), and reports the storage call.
+    async fn run_uncredentialed(
+        &self,
+        program: &mut Program<'_>,
+    ) -> Result<Committed, (RunError, Option<Committed>)> {
+        program.set_now(self.clock.manual_now());
+        let started = self.clock.wall_ms();
+        let mut stats = RunStats::default();
+        let result = self.store.run_keeping(program, &mut stats).await;
+        self.note_storage(program, &result, started, stats);
+        result
+    }
+
+    /// Appends to the journal, if this engine has one.
+    fn report(&self, effect: impl FnOnce() -> Effect) {
+        if let Some(effects) = &self.effects {
+            effects.push(effect());
+        }
+    }
+
     /// The publish time a topic filter sees (`enqueued_at`).
     fn publish_time_ms(&self) -> i64 {
         self.clock.wall_ms()
@@ -215,44 +243,57 @@ impl<T: Transport> Engine<T> {
 
     /// A filter failed while routing a publish: fail closed, and count it.
     fn note_filter_failure(&self) {
-        if let Some(registry) = &self.observer {
-            registry.record_filter_failure(FilterStage::Evaluate);
-        }
+        self.report(|| Effect::FilterFailure(FilterStage::Evaluate));
     }
 
-    /// Counts a committed effect on `queue` (never a replay).
+    /// Counts a committed effect on `queue` (never a replay). Zero effects
+    /// are not journaled: they would count nothing, and must not make a
+    /// queue known to the counters.
     fn note(&self, queue: &str, event: Event, n: u64) {
-        if let Some(registry) = &self.observer {
-            registry.record_event(queue, event, n);
+        if n > 0 {
+            self.report(|| Effect::Message {
+                queue: queue.to_owned(),
+                event,
+                count: n,
+            });
         }
     }
 
+    /// Reports one finished storage call, with the retries the store made
+    /// inside it.
     fn note_storage(
         &self,
         program: &Program,
         result: &Result<Committed, (RunError, Option<Committed>)>,
         started_ms: i64,
+        stats: RunStats,
     ) {
-        let Some(registry) = &self.observer else {
+        let Some(effects) = &self.effects else {
             return;
         };
-        let op = if program.is_write() {
+        let operation = if program.is_write() {
             StorageOp::Write
         } else {
             StorageOp::Read
         };
-        let (outcome, code) = match result {
-            Ok(_) => (StorageOutcome::Ok, ""),
+        let (outcome, error) = match result {
+            Ok(_) => (StorageOutcome::Ok, None),
             Err((RunError::Rejected(_) | RunError::PreludeRejected, _)) => {
-                (StorageOutcome::Rejected, "application")
+                (StorageOutcome::Rejected, None)
             }
             Err((RunError::Store(e @ StoreError::OutcomeUnknown(_)), _)) => {
-                (StorageOutcome::OutcomeUnknown, classify(e))
+                (StorageOutcome::OutcomeUnknown, Some(e.clone()))
             }
-            Err((RunError::Store(e), _)) => (StorageOutcome::Error, classify(e)),
+            Err((RunError::Store(e), _)) => (StorageOutcome::Error, Some(e.clone())),
         };
         let seconds = (self.clock.wall_ms() - started_ms).max(0) as f64 / 1000.0;
-        registry.record_storage(op, outcome, code, seconds, 0);
+        effects.push(Effect::Storage(StorageCall {
+            operation,
+            outcome,
+            error,
+            seconds,
+            retries: stats.retries,
+        }));
     }
 }
 

@@ -6,8 +6,8 @@ use std::future::Future;
 use base64::Engine as _;
 use serde::Deserialize;
 
+use super::Event;
 use super::{random_hex, require_name, unexpected, Engine, EngineError};
-use crate::observe::Event;
 use const_format::str_replace;
 
 use crate::store::Statement;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::topics::TopicView;
+use super::Event;
 use super::{hex, require_name, unexpected, Engine, EngineError};
 use crate::filter::FilterInput;
-use crate::observe::Event;
 use crate::store::{Program, RunError, Statement, Transport};
 
 /// One message to enqueue. Empty strings are already `None`.

@@ -12,8 +12,8 @@
 //! A token is cleared by every effect, so an old receipt can never let a
 //! new effect through.
 
+use super::Event;
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
-use crate::observe::Event;
 use crate::store::Statement;
 use crate::store::{Program, Transport};
 

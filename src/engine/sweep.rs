@@ -4,8 +4,7 @@
 //! depends on it having run: every request does its own housekeeping and
 //! every lookup checks its own window.
 
-use super::{unexpected, Engine, EngineError};
-use crate::observe::{MaintenanceOutcome, Task};
+use super::{unexpected, Effect, Engine, EngineError, MaintenanceOutcome, Task};
 use crate::store::Statement;
 use crate::store::{Program, Transport};
 
@@ -151,16 +150,19 @@ impl<T: Transport> Engine<T> {
     pub async fn sweep(&self, retention: &Retention) -> Result<(), EngineError> {
         let started = self.clock.wall_ms();
         let result = self.sweep_if_due(retention).await;
-        if let Some(registry) = &self.observer {
-            let outcome = match result {
-                Ok(_) => MaintenanceOutcome::Success,
-                Err(_) => MaintenanceOutcome::Error,
-            };
-            let now = self.clock.wall_ms();
-            let seconds = (now - started).max(0) as f64 / 1000.0;
-            for task in Task::ALL.iter().filter(|t| t.enabled()) {
-                registry.record_maintenance(*task, outcome, seconds, now);
-            }
+        let outcome = match result {
+            Ok(_) => MaintenanceOutcome::Success,
+            Err(_) => MaintenanceOutcome::Error,
+        };
+        let now = self.clock.wall_ms();
+        let seconds = (now - started).max(0) as f64 / 1000.0;
+        for task in Task::ALL.iter().filter(|t| t.enabled()) {
+            self.report(|| Effect::Maintenance {
+                task: *task,
+                outcome,
+                seconds,
+                finished_at_ms: now,
+            });
         }
         result
     }

@@ -18,7 +18,7 @@ pub use routes::{Route, Rpc, ROUTES};
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::engine::{Clock, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
+use crate::engine::{Clock, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
 use crate::observe::{prometheus, AuthOutcome, Registry};
 use crate::store::{Policy, Transport, WriteHealth};
 use crate::wire::{ApiError, ErrorCode};
@@ -150,6 +150,9 @@ impl Isolate {
 pub struct Service<T> {
     setup: Result<(Config, Engine<T>), String>,
     isolate: Arc<Isolate>,
+    /// What the engine did for the request being served, recorded into the
+    /// isolate's counters when it finishes.
+    effects: Arc<Effects>,
 }
 
 impl<T: Transport> Service<T> {
@@ -157,14 +160,19 @@ impl<T: Transport> Service<T> {
     /// answered as 500 on every RPC, never by serving with a weaker
     /// configuration.
     pub fn new(setup: Result<(Config, T), String>, clock: Clock, isolate: Arc<Isolate>) -> Self {
+        let effects = Arc::new(Effects::default());
         let setup = setup.map(|(config, transport)| {
             let engine = Engine::new(transport, clock, config.limits.clone())
                 .with_topics(isolate.topics.clone())
-                .with_observer(isolate.registry.clone())
+                .with_effects(effects.clone())
                 .with_write_health(isolate.write_health.clone());
             (config, engine)
         });
-        Service { setup, isolate }
+        Service {
+            setup,
+            isolate,
+            effects,
+        }
     }
 
     /// The engine, when the configuration is valid.
@@ -184,6 +192,7 @@ impl<T: Transport> Service<T> {
         } else {
             self.route(request, body, waiter).await
         };
+        self.isolate.registry.record_effects(self.effects.take());
         if let Some(origin) = cors {
             if origin != "*" {
                 response.headers.push(("Vary".into(), "Origin".into()));
@@ -325,6 +334,7 @@ impl<T: Transport> Service<T> {
         let context = rpc::Context {
             config,
             isolate: &self.isolate,
+            effects: &self.effects,
             principal,
             waiter,
         };

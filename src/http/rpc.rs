@@ -8,7 +8,7 @@ use super::auth::Principal;
 use super::config::Config;
 use super::routes::Rpc;
 use super::Isolate;
-use crate::engine::{Engine, EngineError, KeySort, Settlement, Waiter};
+use crate::engine::{Effects, Engine, EngineError, KeySort, Settlement, Waiter};
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::{Transport, WriteState};
@@ -37,6 +37,8 @@ pub fn reads_body(rpc: Rpc) -> bool {
 pub struct Context<'a, W> {
     pub config: &'a Config,
     pub isolate: &'a Isolate,
+    /// The request's journal, which the engine reports to.
+    pub effects: &'a Effects,
     pub principal: &'a Principal,
     pub waiter: &'a W,
 }
@@ -257,7 +259,10 @@ pub async fn observe<T: Transport, W: Waiter>(
         duration_seconds: seconds,
         schema_version: SCHEMA_VERSION.to_string(),
     };
-    Ok(context.isolate.registry.observe(
+    // This request's own storage calls so far belong in its answer.
+    let registry = &context.isolate.registry;
+    registry.record_effects(context.effects.take());
+    Ok(registry.observe(
         context.principal.access_name(),
         &collection,
         engine.clock().wall_ms(),

@@ -20,6 +20,8 @@ mod vocab;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+/// Read by the engine; the observation reports it as it is.
+pub use crate::engine::QueueGauge;
 use counters::Counters;
 pub use histogram::BOUNDS_SECONDS;
 pub use vocab::{
@@ -27,6 +29,7 @@ pub use vocab::{
     REQUEST_CODES, STORAGE_ERROR_CODES,
 };
 
+use crate::engine::Effect;
 use crate::wire::observe::ObserveResponse;
 
 /// The isolate's counters. Meant to live in a `static` (`OnceLock`): one per
@@ -57,24 +60,6 @@ pub struct Collection {
     pub schema_version: String,
     /// Round trip of the `SELECT 1` read probe; `None` when it failed.
     pub ping_seconds: Option<f64>,
-}
-
-/// One queue's message counts by state, read in one grouped query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueGauge {
-    pub queue: String,
-    /// `queue` or `subscription`.
-    pub kind: String,
-    pub active: i64,
-    pub locked: i64,
-    pub deferred: i64,
-    pub scheduled: i64,
-    pub dead_lettered: i64,
-    /// Rows in any other state: reported, not silently dropped.
-    pub unexpected: i64,
-    /// Age of the oldest active or locked message from its original
-    /// enqueue; 0 when there is none.
-    pub oldest_message_age_ms: i64,
 }
 
 impl Registry {
@@ -141,6 +126,35 @@ impl Registry {
     ) {
         self.lock()
             .record_maintenance(task, outcome, seconds, now_ms);
+    }
+
+    /// Records what the engine reported for one request (or one cron
+    /// pass), in the order it happened, under one lock.
+    pub fn record_effects(&self, effects: Vec<Effect>) {
+        let mut counters = self.lock();
+        for effect in effects {
+            match effect {
+                Effect::Message {
+                    queue,
+                    event,
+                    count,
+                } => counters.record_event(&queue, event, count),
+                Effect::Storage(call) => counters.record_storage(
+                    call.operation,
+                    call.outcome,
+                    call.error.as_ref().map_or("", classify),
+                    call.seconds,
+                    call.retries,
+                ),
+                Effect::FilterFailure(stage) => counters.record_filter_failure(stage),
+                Effect::Maintenance {
+                    task,
+                    outcome,
+                    seconds,
+                    finished_at_ms,
+                } => counters.record_maintenance(task, outcome, seconds, finished_at_ms),
+            }
+        }
     }
 
     /// Builds the Observe answer from the counters plus one database

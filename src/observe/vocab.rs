@@ -5,26 +5,10 @@
 
 use crate::store::StoreError;
 
-/// Declares a closed vocabulary: the enum, `ALL` in contract order, and the
-/// wire spelling. Counters are arrays indexed by `value as usize`, which is
-/// the position in `ALL` because the variants carry default discriminants.
-macro_rules! vocabulary {
-    ($(#[$doc:meta])* $name:ident { $($variant:ident => $text:literal,)+ }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($variant,)+ }
-
-        impl $name {
-            /// Every value, in the order the contract lists them.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The spelling used in Observe and as a Prometheus label.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text,)+ }
-            }
-        }
-    };
-}
+use crate::engine::vocabulary;
+/// The vocabularies of what the engine reports are the engine's own: the
+/// counters are indexed by them, the engine never sees the counters.
+pub use crate::engine::{Event, FilterStage, MaintenanceOutcome, StorageOp, StorageOutcome, Task};
 
 vocabulary! {
     /// The final authentication/authorization outcome of one protected request.
@@ -36,94 +20,6 @@ vocabulary! {
         Revoked => "revoked",
         PermissionDenied => "permission_denied",
         BackendError => "backend_error",
-    }
-}
-
-vocabulary! {
-    /// What kind of storage call was measured: one logical engine call (a
-    /// whole Hrana pipeline), not each SQL statement inside it.
-    StorageOp {
-        Read => "read",
-        Write => "write",
-        Transaction => "transaction",
-    }
-}
-
-vocabulary! {
-    /// How a storage call ended. `Rejected` means a guard in the program
-    /// rolled it back on purpose (a domain answer), not a database fault.
-    StorageOutcome {
-        Ok => "ok",
-        Error => "error",
-        Rejected => "rejected",
-        OutcomeUnknown => "outcome_unknown",
-    }
-}
-
-vocabulary! {
-    /// The 20 message effects of semantics §19, in contract order.
-    Event {
-        Enqueued => "enqueued",
-        Scheduled => "scheduled",
-        Deduplicated => "deduplicated",
-        DedupConflict => "dedup_conflict",
-        Delivered => "delivered",
-        Redelivered => "redelivered",
-        Completed => "completed",
-        ReceiveDeleted => "receive_deleted",
-        Abandoned => "abandoned",
-        Deferred => "deferred",
-        Rejected => "rejected",
-        DeadLettered => "dead_lettered",
-        TtlDiscarded => "ttl_discarded",
-        RetentionDeleted => "retention_deleted",
-        Purged => "purged",
-        Canceled => "canceled",
-        Redriven => "redriven",
-        LockExpired => "lock_expired",
-        Recovered => "recovered",
-        Activated => "activated",
-    }
-}
-
-vocabulary! {
-    /// Where routing a published message through a subscription filter failed.
-    FilterStage {
-        Compile => "compile",
-        Evaluate => "evaluate",
-    }
-}
-
-vocabulary! {
-    /// Maintenance tasks (semantics §16), in contract order.
-    Task {
-        Locks => "locks",
-        Scheduled => "scheduled",
-        Ttl => "ttl",
-        Dedup => "dedup",
-        Receipts => "receipts",
-        Retention => "retention",
-        Reclaim => "reclaim",
-    }
-}
-
-vocabulary! {
-    /// How one maintenance pass ended.
-    MaintenanceOutcome {
-        Success => "success",
-        Error => "error",
-        Interrupted => "interrupted",
-    }
-}
-
-impl Task {
-    /// Whether this deployment runs the task automatically. The Worker's cron
-    /// trigger (wrangler.toml) runs the sweep, which covers every task except
-    /// `reclaim`: reclaiming file space is a local-SQLite concern and remote
-    /// libSQL has no local file to shrink (the reference disables it for
-    /// remote backends too).
-    pub fn enabled(self) -> bool {
-        self != Task::Reclaim
     }
 }
 

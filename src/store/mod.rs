@@ -122,6 +122,15 @@ impl Committed {
     }
 }
 
+/// What running a program took beyond its answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Attempts repeated because the one before provably did not apply
+    /// (not sent, busy, a read's answer lost); 0 when the first attempt
+    /// decided the outcome.
+    pub retries: u32,
+}
+
 /// How one attempt ended.
 enum Attempt {
     Done(Result<Committed, RunError>),
@@ -165,15 +174,19 @@ impl<T: Transport> Store<T> {
     /// first if the database is behind (only then is there more than one
     /// round trip), and retries only what provably did not apply.
     pub async fn run(&self, program: &Program<'_>) -> Result<Committed, RunError> {
-        self.run_keeping(program).await.map_err(|(e, _)| e)
+        self.run_keeping(program, &mut RunStats::default())
+            .await
+            .map_err(|(e, _)| e)
     }
 
     /// Like [`Store::run`], but a fired guard also hands back the rows of
     /// the statements that ran before it (they were read inside the
-    /// transaction, then rolled back with it).
+    /// transaction, then rolled back with it). `stats` learns the retries
+    /// made, whatever the outcome.
     pub async fn run_keeping(
         &self,
         program: &Program<'_>,
+        stats: &mut RunStats,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
         let body = encode(program);
         let mut migrated = false;
@@ -202,6 +215,7 @@ impl<T: Transport> Store<T> {
             }
             if attempt < MAX_ATTEMPTS {
                 self.transport.pause(BACKOFF_MS * attempt).await;
+                stats.retries += 1;
             }
         }
         Err((last.into(), None))
