@@ -427,3 +427,68 @@ async fn dedup_duplicate_and_conflict_in_one_request() {
         "out of window: a new message"
     );
 }
+
+/// A Send near the request cap travels in several body blobs (libSQL
+/// refuses one value over a few MiB): every body comes back intact, in
+/// order, whatever blob it rode in.
+#[tokio::test]
+async fn bodies_of_a_large_send_travel_in_several_blobs_intact() {
+    use mqlite_edge::engine::{OutgoingMessage, QueueConfigInput, ReceiveRequest, SendRequest};
+    let h = Harness::new();
+    h.engine
+        .create_queue("big", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    // 23 bodies of 1 MiB less a little, each a different byte pattern.
+    let bodies: Vec<Vec<u8>> = (0..23u8)
+        .map(|i| (0..1_048_000u32).map(|j| (j as u8) ^ i).collect())
+        .collect();
+    let request = SendRequest {
+        queue: "big".into(),
+        messages: bodies
+            .iter()
+            .map(|b| OutgoingMessage {
+                body: b.clone(),
+                ..OutgoingMessage::default()
+            })
+            .collect(),
+        ..SendRequest::default()
+    };
+    let seqs = h.engine.send(&request).await.expect("send");
+    assert_eq!(seqs.len(), 23);
+    let (got, _) = h
+        .engine
+        .receive(
+            &ReceiveRequest {
+                queue: "big".into(),
+                max_messages: 256,
+                ..ReceiveRequest::default()
+            },
+            &RealWaiter::start(),
+        )
+        .await
+        .expect("receive");
+    assert_eq!(
+        got.len(),
+        9,
+        "the 8 MiB response budget stops after the crossing body"
+    );
+    use base64::Engine as _;
+    for (m, body) in got.iter().zip(&bodies) {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&m.body_base64)
+            .expect("base64");
+        assert!(decoded == *body, "seq {} differs", m.seq_number);
+    }
+    let rows = query(
+        &h.engine,
+        "SELECT length(body), hex(substr(body, 1, 4)) FROM messages ORDER BY id",
+    )
+    .await;
+    assert_eq!(rows.len(), 23);
+    for (row, body) in rows.iter().zip(&bodies) {
+        assert_eq!(row[0], serde_json::json!(body.len()));
+        let head: String = body[..4].iter().map(|b| format!("{b:02X}")).collect();
+        assert_eq!(row[1], serde_json::json!(head));
+    }
+}

@@ -55,12 +55,14 @@ macro_rules! send_ok {
 /// The whole Send (semantics §4–§6) in one statement. `?3` is the JSON
 /// array of copies `[queue, dedup_key, request_hash, message_id,
 /// correlation_id, reply_to, group_id, content_type, subject, properties,
-/// body_offset, body_length, first]` — one per message for a direct send,
-/// one per accepting subscription for a publish; `first` marks the first
-/// copy of its `(queue, key)` in the request. `?5` schedule time (0 = now),
-/// `?6` TTL, anchored at the visible time and capped by the queue default
-/// (§4c). Bodies are slices of the one blob `?7`, bound last because the
-/// program writes it from the request's own bodies (`step_with_blob`).
+/// body_offset, body_length, first, body_chunk]` — one per message for a
+/// direct send, one per accepting subscription for a publish; `first` marks
+/// the first copy of its `(queue, key)` in the request. `?5` schedule time
+/// (0 = now), `?6` TTL, anchored at the visible time and capped by the queue
+/// default (§4c). Bodies are slices of the blobs `?7`…`?22`, bound last
+/// because the program writes them from the request's own bodies
+/// (`step_with_blobs`): several, because libSQL refuses a single value over
+/// a few MiB (see [`BODY_CHUNK_BYTES`]).
 ///
 /// A copy bound for a queue with a dedup window is inserted only if it is
 /// the first of its key and no entry is still in its window; it carries
@@ -77,7 +79,8 @@ SELECT cp.queue,
   {now},
   CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END) + cp.ttl ELSE 0 END,
   cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
-  coalesce(substr(?7, (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+  coalesce(substr(CASE cp.v ->> 13 WHEN 0 THEN ?7 WHEN 1 THEN ?8 WHEN 2 THEN ?9 WHEN 3 THEN ?10 WHEN 4 THEN ?11 WHEN 5 THEN ?12 WHEN 6 THEN ?13 WHEN 7 THEN ?14 WHEN 8 THEN ?15 WHEN 9 THEN ?16 WHEN 10 THEN ?17 WHEN 11 THEN ?18 WHEN 12 THEN ?19 WHEN 13 THEN ?20 WHEN 14 THEN ?21 WHEN 15 THEN ?22 END,
+    (cp.v ->> 10) + 1, cp.v ->> 11), x''),
   CASE WHEN cp.window > 0 THEN cp.dkey END,
   CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
 FROM (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, j.value ->> 0 AS queue,
@@ -129,7 +132,8 @@ struct Prepared<'a> {
     message: &'a OutgoingMessage,
     key: String,
     hash: String,
-    /// Where the body starts in the request's body blob.
+    /// The body blob holding the body, and where it starts in it.
+    chunk: usize,
     offset: usize,
 }
 
@@ -177,7 +181,13 @@ impl<T: Transport> Engine<T> {
                 None => Ok(Vec::new()),
             };
         }
-        let prepared = prepare_all(&request.messages);
+        let Some(prepared) = prepare_all(&request.messages) else {
+            // Only reachable with a per-message cap raised far above 1 MiB.
+            return Err(EngineError::MessageTooLarge {
+                size: request.messages.iter().map(|m| m.body.len()).sum(),
+                cap: BODY_CHUNKS * BODY_CHUNK_BYTES,
+            });
+        };
         let mut view = self.topics.get(&request.queue);
         // A cold or stale view costs one more attempt; a topic changing on
         // every attempt is contention, reported like any other.
@@ -244,11 +254,16 @@ impl<T: Transport> Engine<T> {
         ];
         // Every body once, in message order, borrowed: a publish's copies
         // slice the same bytes, and no body is copied to encode them.
-        let bodies = request.messages.iter().map(|m| m.body.as_slice()).collect();
+        let mut bodies = vec![Vec::new(); BODY_CHUNKS];
+        for p in prepared {
+            if let Some(chunk) = bodies.get_mut(p.chunk) {
+                chunk.push(p.message.body.as_slice());
+            }
+        }
         let mut program = Program::write();
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
-        let inserted = program.step_with_blob(&INSERT_MESSAGES, insert_args, bodies);
+        let inserted = program.step_with_blobs(&INSERT_MESSAGES, insert_args, bodies);
         let outcome = program.step(&READ_OUTCOME, outcome_args);
         let committed = match self.run(&mut program).await {
             Ok(committed) => committed,
@@ -403,26 +418,43 @@ fn not_in_future() -> EngineError {
     )
 }
 
+/// The number of body blobs a Send binds, and the most bytes one holds.
+/// libSQL (sqld 0.24) refuses a value of 8 MiB ("string or blob too big"),
+/// so bodies travel in blobs of at most 4 MiB; a body is never split. With
+/// bodies capped at 1 MiB, each blob holds more than 3 MiB, so 16 blobs
+/// carry more than the 32 MiB a request may hold.
+pub(super) const BODY_CHUNKS: usize = 16;
+pub(super) const BODY_CHUNK_BYTES: usize = 4 << 20;
+
 /// Dedup key (message_id, else the body's SHA-256) and request hash (the
 /// body's SHA-256 only: metadata never takes part, semantics §5), and where
-/// each body sits in the request's body blob.
-fn prepare_all(messages: &[OutgoingMessage]) -> Vec<Prepared<'_>> {
-    let mut offset = 0;
-    messages
-        .iter()
-        .map(|message| {
-            let hash = hex(&Sha256::digest(&message.body));
-            let key = message.message_id.clone().unwrap_or_else(|| hash.clone());
-            let prepared = Prepared {
-                message,
-                key,
-                hash,
-                offset,
-            };
-            offset += message.body.len();
-            prepared
-        })
-        .collect()
+/// each body sits: blobs are filled in message order up to
+/// [`BODY_CHUNK_BYTES`]. `None` when the bodies need more than
+/// [`BODY_CHUNKS`] blobs.
+fn prepare_all(messages: &[OutgoingMessage]) -> Option<Vec<Prepared<'_>>> {
+    let (mut chunk, mut offset) = (0, 0);
+    let mut prepared = Vec::with_capacity(messages.len());
+    for message in messages {
+        let len = message.body.len();
+        if offset > 0 && offset + len > BODY_CHUNK_BYTES {
+            chunk += 1;
+            offset = 0;
+        }
+        if chunk >= BODY_CHUNKS {
+            return None;
+        }
+        let hash = hex(&Sha256::digest(&message.body));
+        let key = message.message_id.clone().unwrap_or_else(|| hash.clone());
+        prepared.push(Prepared {
+            message,
+            key,
+            hash,
+            chunk,
+            offset,
+        });
+        offset += len;
+    }
+    Some(prepared)
 }
 
 /// The copies as the JSON array [`INSERT_MESSAGES`] reads (`?3`), written
@@ -450,6 +482,7 @@ fn copies_json(deliveries: &[Delivery]) -> String {
                 p.offset,
                 m.body.len(),
                 i64::from(first),
+                p.chunk,
             )
         })
         .collect();

@@ -43,14 +43,15 @@ pub struct Stmt<'a> {
 }
 
 /// A statement's positional arguments, borrowed from the program (message
-/// bodies are never copied to encode them), then its blob of pieces if any,
+/// bodies are never copied to encode them), then its blobs of pieces if any,
 /// followed by the clock parameter when the statement has one (see
 /// `store::statement`).
 #[derive(Debug, Clone, Copy)]
 pub struct Args<'a> {
     pub values: &'a [Value],
-    /// Bound right after `values`: the pieces, concatenated, as one blob.
-    pub blob: Option<&'a [&'a [u8]]>,
+    /// Bound right after `values`, in order: each one's pieces,
+    /// concatenated, as one blob.
+    pub blobs: &'a [Vec<&'a [u8]>],
     /// 1-based index of the clock parameter; 0 = none.
     pub clock_param: usize,
     /// The clock parameter's value: `None` binds NULL (the database clock).
@@ -60,7 +61,7 @@ pub struct Args<'a> {
 impl Args<'_> {
     pub const NONE: Args<'static> = Args {
         values: &[],
-        blob: None,
+        blobs: &[],
         clock_param: 0,
         now: None,
     };
@@ -68,13 +69,13 @@ impl Args<'_> {
 
 impl Serialize for Args<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let bound = self.values.len() + usize::from(self.blob.is_some());
+        let bound = self.values.len() + self.blobs.len();
         let len = bound.max(self.clock_param);
         let mut seq = serializer.serialize_seq(Some(len))?;
         for value in self.values {
             seq.serialize_element(value)?;
         }
-        if let Some(pieces) = self.blob {
+        for pieces in self.blobs {
             seq.serialize_element(&BlobPieces(pieces))?;
         }
         if self.clock_param > 0 {
@@ -289,10 +290,11 @@ mod tests {
     fn blob_pieces_encode_as_the_base64_of_their_concatenation() {
         let a: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
         let b: Vec<u8> = (0..3073u32).map(|i| (i * 13) as u8).collect();
-        let pieces: [&[u8]; 5] = [&a, b"", &b, b"x", &a[..1]];
+        let pieces: Vec<&[u8]> = vec![&a, b"", &b, b"x", &a[..1]];
+        let blobs = [pieces];
         let args = Args {
             values: &[Value::Integer { value: 1 }],
-            blob: Some(&pieces),
+            blobs: &blobs,
             clock_param: 4,
             now: None,
         };

@@ -29,9 +29,9 @@ pub(crate) enum Role {
 pub(crate) struct ProgramStep<'a> {
     pub statement: &'static Statement,
     pub args: Vec<Value>,
-    /// A blob bound right after `args`, made of borrowed pieces (see
-    /// [`Program::step_with_blob`]).
-    pub blob: Option<Vec<&'a [u8]>>,
+    /// Blobs bound right after `args`, each made of borrowed pieces (see
+    /// [`Program::step_with_blobs`]).
+    pub blobs: Vec<Vec<&'a [u8]>>,
     pub role: Role,
 }
 
@@ -93,7 +93,7 @@ impl<'a> Program<'a> {
         self.head = Some(ProgramStep {
             statement,
             args,
-            blob: None,
+            blobs: Vec::new(),
             role: Role::Data,
         });
         StepId::HEAD
@@ -101,27 +101,28 @@ impl<'a> Program<'a> {
 
     /// Adds a statement whose rows the caller will read.
     pub fn step(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
-        self.push(statement, args, None, Role::Data)
+        self.push(statement, args, Vec::new(), Role::Data)
     }
 
-    /// Adds a statement whose rows the caller will read, binding `pieces`,
-    /// concatenated, as one blob parameter right after `args`. The pieces
-    /// are borrowed and written as base64 straight into the pipeline, so a
-    /// request's bodies are never copied into a blob of their own.
-    pub fn step_with_blob(
+    /// Adds a statement whose rows the caller will read, binding each of
+    /// `blobs` (its pieces concatenated) as one blob parameter, in order,
+    /// right after `args`. The pieces are borrowed and written as base64
+    /// straight into the pipeline, so a request's bodies are never copied
+    /// into a blob of their own.
+    pub fn step_with_blobs(
         &mut self,
         statement: &'static Statement,
         args: Vec<Value>,
-        pieces: Vec<&'a [u8]>,
+        blobs: Vec<Vec<&'a [u8]>>,
     ) -> StepId {
-        self.push(statement, args, Some(pieces), Role::Data)
+        self.push(statement, args, blobs, Role::Data)
     }
 
     /// Adds a guard (see [`crate::guard!`]): a statement that fails exactly
     /// when the transaction must abort with a domain answer. When it fails
     /// the whole transaction rolls back and the run reports this step.
     pub fn guard(&mut self, statement: &'static Statement, args: Vec<Value>) -> StepId {
-        self.push(statement, args, None, Role::Guard)
+        self.push(statement, args, Vec::new(), Role::Guard)
     }
 
     /// Sets the guard that runs before every other statement; when it fires
@@ -130,7 +131,7 @@ impl<'a> Program<'a> {
         self.prelude = Some(ProgramStep {
             statement,
             args,
-            blob: None,
+            blobs: Vec::new(),
             role: Role::Guard,
         });
     }
@@ -150,13 +151,13 @@ impl<'a> Program<'a> {
         &mut self,
         statement: &'static Statement,
         args: Vec<Value>,
-        blob: Option<Vec<&'a [u8]>>,
+        blobs: Vec<Vec<&'a [u8]>>,
         role: Role,
     ) -> StepId {
         self.steps.push(ProgramStep {
             statement,
             args,
-            blob,
+            blobs,
             role,
         });
         StepId(self.steps.len() - 1)
@@ -180,12 +181,12 @@ impl<'a> Program<'a> {
             _ => 48,
         };
         let step = |s: &ProgramStep| {
-            let blob: usize = s.blob.iter().flatten().map(|p| p.len()).sum();
-            2 * s.statement.sql.len()
-                + 128
-                + s.args.iter().map(value).sum::<usize>()
-                + blob.div_ceil(3) * 4
-                + 40
+            let blobs: usize = s
+                .blobs
+                .iter()
+                .map(|b| b.iter().map(|p| p.len()).sum::<usize>().div_ceil(3) * 4 + 40)
+                .sum();
+            2 * s.statement.sql.len() + 128 + s.args.iter().map(value).sum::<usize>() + blobs
         };
         let fixed = 2 * SCHEMA_CHECK.sql.len() + 1024;
         fixed
@@ -248,7 +249,7 @@ impl Program<'_> {
                 sql: step.statement.sql.into(),
                 args: Args {
                     values: &step.args,
-                    blob: step.blob.as_deref(),
+                    blobs: &step.blobs,
                     clock_param: step.statement.clock_param,
                     now: self.now,
                 },
