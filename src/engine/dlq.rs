@@ -105,6 +105,11 @@ impl<T: Transport> Engine<T> {
             format!("max must be >= 0 (got {})", request.max),
         )?;
         non_negative(request.older_than_ms, "older-than must be >= 0".into())?;
+        super::at_most(
+            "older_than_ms",
+            request.older_than_ms,
+            super::MAX_DURATION_MS,
+        )?;
         non_negative(
             request.rate_per_sec,
             format!("rate must be >= 0 (got {})", request.rate_per_sec),
@@ -195,6 +200,7 @@ impl<T: Transport> Engine<T> {
         require_name(queue)?;
         non_negative(max, format!("max must be >= 0 (got {max})"))?;
         non_negative(older_than_ms, "older-than must be >= 0".into())?;
+        super::at_most("older_than_ms", older_than_ms, super::MAX_DURATION_MS)?;
         let mut program = Program::write();
         let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);

@@ -308,6 +308,11 @@ impl<T: Transport> Engine<T> {
                 "expires_at_ms must be 0 or in the future".into(),
             ));
         }
+        super::at_most(
+            "expires_at_ms",
+            request.expires_at_ms,
+            super::MAX_INSTANT_MS,
+        )?;
         let token = format!("mqk_{}", random_hex(32)?);
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut program = Program::write();

@@ -333,6 +333,27 @@ const QUEUE_EXISTS: Statement = crate::statement!("SELECT 1 FROM queues WHERE na
 /// Guard: queue `?1` does not exist.
 const QUEUE_MISSING: Statement = crate::guard!("NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)");
 
+/// The longest duration any request may carry (lock, TTL, dedup window,
+/// DLQ age, backoff, age filters): 10 years. With instants bounded by
+/// [`MAX_INSTANT_MS`], `instant + duration` can never overflow SQLite's
+/// 64-bit integers (which would turn it into a REAL a STRICT column refuses).
+pub const MAX_DURATION_MS: i64 = 10 * 366 * 24 * 3_600_000;
+
+/// The latest instant a request may name (schedule time, key expiry): the
+/// end of year 9999.
+pub const MAX_INSTANT_MS: i64 = 253_402_300_799_999;
+
+/// `value` of `field` is at most `max`, or a 400.
+fn at_most(field: &str, value: i64, max: i64) -> Result<(), EngineError> {
+    if value > max {
+        Err(EngineError::InvalidArgument(format!(
+            "{field} must be at most {max} (got {value})"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
 /// Rejects an empty queue name before any lookup (decisions.md #1).
 fn require_name(name: &str) -> Result<(), EngineError> {
     if name.is_empty() {

@@ -86,6 +86,14 @@ impl QueueConfigInput {
                 )));
             }
         }
+        for (field, value) in [
+            ("lock_duration_ms", self.lock_duration_ms),
+            ("default_ttl_ms", self.default_ttl_ms),
+            ("dedup_window_ms", self.dedup_window_ms),
+            ("dlq_max_age_ms", self.dlq_max_age_ms),
+        ] {
+            super::at_most(field, value, super::MAX_DURATION_MS)?;
+        }
         let or_default = |v: i64, d: i64| if v == 0 { d } else { v };
         Ok(QueueConfig {
             kind,

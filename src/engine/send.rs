@@ -164,6 +164,12 @@ impl<T: Transport> Engine<T> {
                 "scheduled_enqueue_time_ms must be a future epoch-ms instant (got {scheduled})"
             )));
         }
+        super::at_most(
+            "scheduled_enqueue_time_ms",
+            scheduled,
+            super::MAX_INSTANT_MS,
+        )?;
+        super::at_most("ttl_ms", request.ttl_ms, super::MAX_DURATION_MS)?;
         let cap = self.limits.max_message_bytes;
         let too_large = request.messages.iter().find(|m| m.body.len() > cap);
         if request.messages.is_empty() || too_large.is_some() {

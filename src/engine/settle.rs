@@ -221,6 +221,9 @@ impl<T: Transport> Engine<T> {
         request: &SettleRequest,
         how: &Settlement,
     ) -> Result<(), EngineError> {
+        if let Settlement::Abandon { delay_ms } = how {
+            super::at_most("delay_ms", *delay_ms, super::MAX_DURATION_MS)?;
+        }
         if request.lock_token.is_empty() {
             return Err(EngineError::LockLost);
         }
