@@ -4,7 +4,7 @@
 //! killed on drop.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Sqld {
@@ -19,19 +19,11 @@ impl Sqld {
         let Ok(bin) = std::env::var("SQLD_BIN") else {
             return Ok(None);
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| format!("no free port: {e}"))?;
+        let port = mqlite_e2e::free_port();
         let dir = std::env::temp_dir().join(format!("mqlite-bench-sqld-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let child = Command::new(&bin)
-            .arg("--db-path")
-            .arg(dir.join("db"))
-            .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
-            .arg("--no-welcome")
-            .args(mqlite_e2e::SQLD_FLAGS)
+        let child = mqlite_e2e::sqld_command(bin.as_ref(), &dir.join("db"), port)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

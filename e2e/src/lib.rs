@@ -344,20 +344,26 @@ impl Reply {
     }
 }
 
+/// sqld serving a database in `db_path` on `127.0.0.1:port`, with the flags
+/// every part of the project starts it with ([`SQLD_FLAGS`]).
+pub fn sqld_command(bin: &std::path::Path, db_path: &std::path::Path, port: u16) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .arg("--db-path")
+        .arg(db_path)
+        .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
+        .arg("--no-welcome")
+        .args(SQLD_FLAGS);
+    command
+}
+
 /// Starts the stack's own database: sqld (with [`SQLD_FLAGS`]) when the run
 /// names one, otherwise the local server. Returns it and its URL.
 fn start_database(tools: &Tools, dir: &std::path::Path) -> Result<(Group, String), String> {
     let port = free_port();
     let log = std::fs::File::create(dir.join("database.log")).map_err(|e| e.to_string())?;
     let mut command = match &tools.sqld {
-        Some(sqld) => {
-            let mut c = Command::new(sqld);
-            c.args(["--db-path", &dir.join("sqld").to_string_lossy()])
-                .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
-                .arg("--no-welcome")
-                .args(SQLD_FLAGS);
-            c
-        }
+        Some(sqld) => sqld_command(sqld, &dir.join("sqld"), port),
         None => {
             let mut c = Command::new(&tools.libsql);
             c.args(["--db", &dir.join("e2e.db").to_string_lossy()])

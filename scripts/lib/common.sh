@@ -9,7 +9,8 @@ TOOLS_DIR="${MQLITE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mqlite-edge}"
 NPM_DIR="$TOOLS_DIR/npm"
 WASM_TOOLCHAIN_DIR="$TOOLS_DIR/wasm-toolchain"
 
-# Versions proven together (see ../shared/toolchain.md); bump them together.
+# Versions proven together on an offline Debian machine (wasm-bindgen crate and CLI must
+# match; wrangler brings workerd and esbuild); bump them together.
 WORKER_BUILD_VERSION="0.8.7"
 WASM_BINDGEN_VERSION="0.2.130"
 NODE_PACKAGE_VERSION="22.23.5"

@@ -317,12 +317,14 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         let head = program.head(&CLAIM_HEAD, vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        let one = vec![queue.into(), attempt.into(), tokens.as_str().into()];
         let take_one = max == 1 && delete && attempt.is_empty();
         let claim = if take_one {
             program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
         } else if max == 1 {
-            program.step(&CLAIM_ONE, one)
+            program.step(
+                &CLAIM_ONE,
+                vec![queue.into(), attempt.into(), tokens.as_str().into()],
+            )
         } else {
             program.step(
                 &CLAIM,

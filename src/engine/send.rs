@@ -45,9 +45,36 @@ pub(super) const NOT_FUTURE: Statement = crate::guard!("{now} >= ?1");
 /// [`INSERT_MESSAGES`] acted on.
 macro_rules! send_ok {
     () => {
-        "(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) = ?2
-  AND (?2 <> '0:0' OR EXISTS (SELECT 1 FROM queues WHERE name = ?1))
-  AND NOT EXISTS (SELECT 1 FROM json_each(?4) g JOIN queues gq ON gq.name = g.value
+        concat!(
+            fingerprint!(),
+            " = ?2 AND NOT (",
+            queue_missing!(),
+            ") AND NOT (",
+            group_missing!(),
+            ")"
+        )
+    };
+}
+
+/// Topic `?1`'s fingerprint: its subscription count and highest revision
+/// (migration 0003); `0:0` for a name that is not a topic.
+macro_rules! fingerprint {
+    () => {
+        "(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1)"
+    };
+}
+
+/// A direct send (fingerprint `0:0`) to a queue `?1` that does not exist.
+macro_rules! queue_missing {
+    () => {
+        "?2 = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1)"
+    };
+}
+
+/// A copy without a group id is bound for a `group_fifo` queue (`?4`).
+macro_rules! group_missing {
+    () => {
+        "EXISTS (SELECT 1 FROM json_each(?4) g JOIN queues gq ON gq.name = g.value
     WHERE gq.ordering_mode = 'group_fifo')"
     };
 }
@@ -103,23 +130,24 @@ RETURNING id"
 /// `group_required`); `1` the final dedup entry of every `(queue, key)` of a
 /// queue with a window; `2` the topic's current subscriptions when the
 /// routing used a stale view, so the retry needs no extra read.
-pub(super) const READ_OUTCOME: Statement = crate::statement!(
-    "SELECT 0, CASE
-    WHEN (SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) <> ?2
-      THEN 'topic_changed'
-    WHEN ?2 = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1) THEN 'queue_missing'
-    WHEN EXISTS (SELECT 1 FROM json_each(?4) g JOIN queues gq ON gq.name = g.value
-      WHERE gq.ordering_mode = 'group_fifo') THEN 'group_required'
-    ELSE 'ok' END, NULL, NULL, NULL
+pub(super) const READ_OUTCOME: Statement = crate::statement!(concat!(
+    "SELECT 0, CASE WHEN ",
+    fingerprint!(),
+    " <> ?2 THEN 'topic_changed' WHEN ",
+    queue_missing!(),
+    " THEN 'queue_missing' WHEN ",
+    group_missing!(),
+    " THEN 'group_required' ELSE 'ok' END, NULL, NULL, NULL
 UNION ALL
 SELECT 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
 FROM (SELECT DISTINCT j.value ->> 0 AS queue, j.value ->> 1 AS dkey FROM json_each(?3) j) k
   JOIN queues q ON q.name = k.queue AND q.dedup_window_ms > 0
   JOIN dedup d ON d.queue = k.queue AND d.dedup_key = k.dkey
 UNION ALL
-SELECT 2, subscription, filter, revision, NULL FROM subscriptions
-WHERE topic = ?1 AND (SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions WHERE topic = ?1) <> ?2"
-);
+SELECT 2, subscription, filter, revision, NULL FROM subscriptions WHERE topic = ?1 AND ",
+    fingerprint!(),
+    " <> ?2"
+));
 
 /// One copy to insert: a message bound for one queue.
 struct Delivery<'a> {
@@ -280,24 +308,13 @@ impl<T: Transport> Engine<T> {
         };
 
         let mut verdict = String::new();
-        let mut entries: HashMap<(&str, &str), (String, i64)> = HashMap::new();
+        let mut entries: HashMap<(&str, &str), (&str, i64)> = HashMap::new();
         let mut subscriptions = Vec::new();
         for row in committed.rows(outcome) {
             match row.int(0)? {
                 OUTCOME_VERDICT => verdict = row.text(1)?.to_owned(),
                 OUTCOME_DEDUP => {
-                    let queue = row.text(1)?;
-                    let key = row.text(2)?;
-                    // Borrow the names from the request, not the row.
-                    if let Some(d) = deliveries
-                        .iter()
-                        .find(|d| d.queue == queue && d.prepared.key == key)
-                    {
-                        entries.insert(
-                            (d.queue, d.prepared.key.as_str()),
-                            (row.text(3)?.to_owned(), row.int(4)?),
-                        );
-                    }
+                    entries.insert((row.text(1)?, row.text(2)?), (row.text(3)?, row.int(4)?));
                 }
                 OUTCOME_SUBSCRIPTION => subscriptions.push((
                     row.text(1)?.to_owned(),
