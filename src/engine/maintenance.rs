@@ -60,6 +60,23 @@ WHERE id IN (
   SELECT id FROM messages WHERE SCOPE AND expires_at > 0 AND state <> 'dead_lettered'
     AND expires_at <= {now})";
 
+/// Whether queue `?1` has anything [`ONE_QUEUE`] would change: its
+/// earliest lease deadline, schedule and TTL, each the first entry of the
+/// partial index its statement seeks, compared with the clock. A gate (see
+/// `Program::gate`): it fails when nothing is due, so a Receive on a quiet
+/// queue reads three index heads instead of running both statements.
+pub(super) const ONE_QUEUE_DUE: Statement = crate::statement!(
+    "\
+SELECT json(CASE WHEN
+  (SELECT locked_until FROM messages WHERE queue = ?1 AND state = 'locked'
+    ORDER BY locked_until LIMIT 1) <= {now}
+  OR (SELECT visible_at FROM messages WHERE queue = ?1 AND state = 'scheduled'
+    ORDER BY visible_at LIMIT 1) <= {now}
+  OR (SELECT expires_at FROM messages WHERE queue = ?1 AND expires_at > 0
+    AND state <> 'dead_lettered' ORDER BY expires_at LIMIT 1) <= {now}
+  THEN '0' ELSE 'nothing due' END)"
+);
+
 /// One queue's housekeeping: reap, then the due rows.
 pub(super) const ONE_QUEUE: [Statement; 2] = [
     crate::statement!(concatcp!(
@@ -88,14 +105,16 @@ pub(crate) struct Housekeeping {
 }
 
 impl<T: Transport> Engine<T> {
-    /// Appends one queue's housekeeping to a write program. Each statement
-    /// returns the state of every row it changed (one small row each).
+    /// Appends one queue's housekeeping to a write program, behind the
+    /// [`ONE_QUEUE_DUE`] gate. Each statement returns the state of every row
+    /// it changed (one small row each); none when the gate skipped them.
     pub(crate) fn housekeeping(&self, program: &mut Program, queue: &str) -> Housekeeping {
         let [reap, due] = &ONE_QUEUE;
+        let gate = program.gate(&ONE_QUEUE_DUE, vec![queue.into()]);
         Housekeeping {
             queue: queue.to_owned(),
-            reap: program.step(reap, vec![queue.into()]),
-            due: program.step(due, vec![queue.into()]),
+            reap: program.gated(gate, reap, vec![queue.into()]),
+            due: program.gated(gate, due, vec![queue.into()]),
         }
     }
 

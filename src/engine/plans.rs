@@ -164,6 +164,23 @@ fn housekeeping_uses_queue_leading_partial_indexes() {
 }
 
 #[test]
+fn the_housekeeping_gate_reads_three_index_heads() {
+    let d = plan(&maintenance::ONE_QUEUE_DUE, vec![text("q")]);
+    assert_no_message_scan("housekeeping gate", &d);
+    for index in [
+        "COVERING INDEX messages_lease_expiry (queue=?)",
+        "COVERING INDEX messages_schedule_due (queue=?)",
+        "INDEX messages_ttl_due (queue=? AND expires_at>?)",
+    ] {
+        assert_uses("housekeeping gate", &d, index);
+    }
+    assert!(
+        !d.iter().any(|l| l.contains("TEMP B-TREE")),
+        "housekeeping gate sorts:\n{d:#?}"
+    );
+}
+
+#[test]
 fn settlement_finds_rows_by_primary_key() {
     let pairs = text("[[1,\"t\"]]");
     let key = vec![text("q"), pairs.clone(), text("completed"), text("")];

@@ -154,6 +154,8 @@ fn write_base64(f: &mut std::fmt::Formatter<'_>, input: &[u8], out: &mut [u8]) -
 pub enum Condition {
     Ok { step: usize },
     Not { cond: Box<Condition> },
+    And { conds: Vec<Condition> },
+    Or { conds: Vec<Condition> },
 }
 
 /// A SQL value in Hrana's JSON encoding.

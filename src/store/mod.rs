@@ -21,7 +21,7 @@ pub mod statement;
 pub mod transport;
 
 pub use health::{Policy, WriteHealth, WriteState};
-pub use program::{Program, StepId};
+pub use program::{Gate, Program, StepId};
 pub use rows::{Row, RowError};
 pub use statement::Statement;
 pub use transport::{HttpReply, Transport, TransportError};
@@ -385,9 +385,11 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
             first,
         }));
     }
+    // A failed gate is an answer (nothing to do), never the failure.
     let Some((index, error)) = step_errors
         .iter()
         .enumerate()
+        .filter(|(i, _)| !program.is_gate(*i))
         .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
     else {
         return Attempt::Done(Err(

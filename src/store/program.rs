@@ -23,7 +23,14 @@ pub(crate) const SCHEMA_CHECK_INDEX: usize = 1;
 pub(crate) enum Role {
     Data,
     Guard,
+    /// Fails exactly when the steps it gates are not needed (see
+    /// [`Program::gate`]); its failure skips them and aborts nothing.
+    Gate,
 }
+
+/// Handle of a gate inside a [`Program`] (see [`Program::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate(usize);
 
 #[derive(Debug)]
 pub(crate) struct ProgramStep<'a> {
@@ -33,6 +40,8 @@ pub(crate) struct ProgramStep<'a> {
     /// [`Program::step_with_blobs`]).
     pub blobs: Vec<Vec<&'a [u8]>>,
     pub role: Role,
+    /// The gate (an index into the program's steps) this step runs behind.
+    pub gated_by: Option<usize>,
 }
 
 /// Statements that run in one transaction, in order, each only if every
@@ -95,6 +104,7 @@ impl<'a> Program<'a> {
             args,
             blobs: Vec::new(),
             role: Role::Data,
+            gated_by: None,
         });
         StepId::HEAD
     }
@@ -125,6 +135,36 @@ impl<'a> Program<'a> {
         self.push(statement, args, Vec::new(), Role::Guard)
     }
 
+    /// Adds a gate: a statement shaped like a guard (see
+    /// [`crate::guard!`]) that fails exactly when the steps added behind it
+    /// with [`Program::gated`] have nothing to do. A failed gate skips them
+    /// on the server, without a round trip, and the rest of the program
+    /// runs and commits as if they had done nothing: lazy housekeeping then
+    /// costs one small read instead of its writes' seeks when nothing is due.
+    pub fn gate(&mut self, statement: &'static Statement, args: Vec<Value>) -> Gate {
+        Gate(self.push(statement, args, Vec::new(), Role::Gate).0)
+    }
+
+    /// Adds a statement that runs only when `gate` passed, right after the
+    /// gate and the steps already behind it. Its rows read as none when the
+    /// gate skipped it.
+    pub fn gated(&mut self, gate: Gate, statement: &'static Statement, args: Vec<Value>) -> StepId {
+        let id = self.push(statement, args, Vec::new(), Role::Data);
+        if let Some(step) = self.steps.get_mut(id.0) {
+            step.gated_by = Some(gate.0);
+        }
+        id
+    }
+
+    /// Whether the program step at `batch_index` is a gate, whose failure
+    /// is an answer (nothing to do), not an error.
+    pub(crate) fn is_gate(&self, batch_index: usize) -> bool {
+        batch_index
+            .checked_sub(self.first_step())
+            .and_then(|i| self.steps.get(i))
+            .is_some_and(|s| s.role == Role::Gate)
+    }
+
     /// Sets the guard that runs before every other statement; when it fires
     /// the run reports [`super::RunError::PreludeRejected`].
     pub fn set_prelude(&mut self, statement: &'static Statement, args: Vec<Value>) {
@@ -133,6 +173,7 @@ impl<'a> Program<'a> {
             args,
             blobs: Vec::new(),
             role: Role::Guard,
+            gated_by: None,
         });
     }
 
@@ -159,6 +200,7 @@ impl<'a> Program<'a> {
             args,
             blobs,
             role,
+            gated_by: None,
         });
         StepId(self.steps.len() - 1)
     }
@@ -212,11 +254,41 @@ impl<'a> Program<'a> {
             Some(head) => steps.push(self.encode(head, Condition::Ok { step: 0 })),
             None => steps.push(plain(&SCHEMA_CHECK, Some(Condition::Ok { step: 0 }))),
         }
+        // `required`: every step that must succeed so far did. A gated run
+        // of steps satisfies it either by succeeding to its last step or by
+        // its gate failing (nothing to do).
+        let mut required = Condition::Ok { step: 1 };
+        let mut open: Option<OpenGate> = None;
         for (i, step) in self.prelude.iter().chain(&self.steps).enumerate() {
-            steps.push(self.encode(step, Condition::Ok { step: 2 + i - 1 }));
+            let index = 2 + i;
+            let step_gate = step.gated_by.map(|g| g + self.first_step());
+            match (&mut open, step_gate) {
+                (Some(gate), Some(g)) if g == gate.index => {
+                    steps.push(self.encode(step, Condition::Ok { step: gate.last }));
+                    gate.last = index;
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(gate) = open.take() {
+                required = gate.close();
+            }
+            steps.push(self.encode(step, required.clone()));
+            if step.role == Role::Gate {
+                open = Some(OpenGate {
+                    index,
+                    last: index,
+                    before: required.clone(),
+                });
+            } else {
+                required = Condition::Ok { step: index };
+            }
         }
+        if let Some(gate) = open.take() {
+            required = gate.close();
+        }
+        steps.push(plain(&COMMIT, Some(required)));
         let commit = self.commit_index();
-        steps.push(plain(&COMMIT, Some(Condition::Ok { step: commit - 1 })));
         steps.push(plain(
             &ROLLBACK,
             Some(Condition::Not {
@@ -224,6 +296,39 @@ impl<'a> Program<'a> {
             }),
         ));
         Batch { steps }
+    }
+}
+
+/// A gate being encoded and the steps behind it so far.
+struct OpenGate {
+    index: usize,
+    last: usize,
+    /// What had to hold before the gate ran.
+    before: Condition,
+}
+
+impl OpenGate {
+    /// What holds after the gated steps: the last of them succeeded (so the
+    /// gate passed), or the gate ran and failed with everything before it
+    /// in order.
+    fn close(self) -> Condition {
+        let passed = Condition::Ok { step: self.last };
+        if self.last == self.index {
+            return self.before;
+        }
+        Condition::Or {
+            conds: vec![
+                passed,
+                Condition::And {
+                    conds: vec![
+                        Condition::Not {
+                            cond: Box::new(Condition::Ok { step: self.index }),
+                        },
+                        self.before,
+                    ],
+                },
+            ],
+        }
     }
 }
 

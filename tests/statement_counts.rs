@@ -1,0 +1,190 @@
+//! Statements per RPC (docs/engine.md, "Statements per RPC"): counted from
+//! the database's own answer, as the steps that ran (succeeded or failed),
+//! BEGIN and COMMIT included. Lazy housekeeping sits behind a gate, so a
+//! Receive on a queue with nothing due skips it on the server, and runs it
+//! the moment something is due.
+
+mod support;
+
+use std::sync::Mutex;
+
+use mqlite_edge::engine::{
+    Clock, Engine, Limits, OutgoingMessage, QueueConfigInput, ReceiveMode, ReceiveRequest,
+    SendRequest, SettleRequest,
+};
+use mqlite_edge::store::{HttpReply, Transport, TransportError};
+use serde_json::Value;
+use support::*;
+
+/// The in-process database, recording the SQL of every step that ran.
+struct Recording {
+    inner: InProcess,
+    ran: Mutex<Vec<Vec<String>>>,
+}
+
+impl Transport for Recording {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        let reply = self.inner.send_pipeline(body).await?;
+        let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+        let steps = request["requests"][0]["batch"]["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let result = &answer["results"][0]["response"]["result"];
+        let ran = steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                !result["step_results"][*i].is_null() || !result["step_errors"][*i].is_null()
+            })
+            .map(|(_, step)| step["stmt"]["sql"].as_str().unwrap_or("").to_owned())
+            .collect();
+        if let Ok(mut log) = self.ran.lock() {
+            log.push(ran);
+        }
+        Ok(reply)
+    }
+
+    async fn pause(&self, _millis: u32) {}
+}
+
+const LOCK_MS: i64 = 30_000;
+
+async fn setup() -> (TempDb, Engine<Recording>) {
+    let temp = TempDb::new();
+    let transport = Recording {
+        inner: InProcess {
+            db: temp.db.clone(),
+        },
+        ran: Mutex::new(Vec::new()),
+    };
+    let engine = Engine::new(transport, Clock::manual(T0), Limits::default());
+    let config = QueueConfigInput {
+        lock_duration_ms: LOCK_MS,
+        ..Default::default()
+    };
+    engine.create_queue("q", &config).await.expect("create");
+    (temp, engine)
+}
+
+/// The statements the last RPC ran.
+fn last_run(engine: &Engine<Recording>) -> Vec<String> {
+    engine
+        .store()
+        .transport()
+        .ran
+        .lock()
+        .ok()
+        .and_then(|log| log.last().cloned())
+        .unwrap_or_default()
+}
+
+fn ran_housekeeping(statements: &[String]) -> bool {
+    statements
+        .iter()
+        .any(|sql| sql.starts_with("UPDATE messages SET state = 'active', lock_token = NULL"))
+}
+
+fn send(n: usize) -> SendRequest {
+    SendRequest {
+        queue: "q".into(),
+        messages: (0..n)
+            .map(|i| OutgoingMessage {
+                body: format!("m{i}").into_bytes(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn receive_one() -> ReceiveRequest {
+    ReceiveRequest {
+        queue: "q".into(),
+        max_messages: 1,
+        wait_time_ms: 0,
+        mode: ReceiveMode::PeekLock,
+        attempt_id: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_send_of_any_size_runs_at_most_six_statements() {
+    let (_temp, engine) = setup().await;
+    for n in [1, 64, 500] {
+        engine.send(&send(n)).await.expect("send");
+        let ran = last_run(&engine);
+        assert!(ran.len() <= 6, "Send of {n} ran {}: {ran:#?}", ran.len());
+    }
+}
+
+#[tokio::test]
+async fn a_receive_with_nothing_due_skips_housekeeping() {
+    let (_temp, engine) = setup().await;
+    // Empty queue.
+    let (got, _) = engine.receive(&receive_one(), &NoWait).await.expect("poll");
+    assert!(got.is_empty());
+    let ran = last_run(&engine);
+    assert!(!ran_housekeeping(&ran), "{ran:#?}");
+    assert_eq!(ran.len(), 5, "BEGIN, head, gate, claim, COMMIT: {ran:#?}");
+    // A backlog with a live lease: still nothing due.
+    engine.send(&send(2)).await.expect("send");
+    let (got, _) = engine
+        .receive(&receive_one(), &NoWait)
+        .await
+        .expect("claim");
+    assert_eq!(got.len(), 1);
+    let ran = last_run(&engine);
+    assert!(!ran_housekeeping(&ran), "{ran:#?}");
+    assert_eq!(ran.len(), 5, "{ran:#?}");
+}
+
+#[tokio::test]
+async fn an_expired_lease_opens_the_gate_and_is_redelivered() {
+    let (_temp, engine) = setup().await;
+    engine.send(&send(1)).await.expect("send");
+    let (first, _) = engine
+        .receive(&receive_one(), &NoWait)
+        .await
+        .expect("claim");
+    assert_eq!(first.len(), 1);
+    // Positive control: one millisecond before the deadline nothing is due.
+    let clock = engine.clock();
+    clock.advance(LOCK_MS - 1);
+    let (none, _) = engine.receive(&receive_one(), &NoWait).await.expect("poll");
+    assert!(none.is_empty());
+    assert!(!ran_housekeeping(&last_run(&engine)));
+    clock.advance(1);
+    let (again, _) = engine
+        .receive(&receive_one(), &NoWait)
+        .await
+        .expect("reclaim");
+    assert_eq!(again.len(), 1, "the expired lease is claimable at once");
+    assert_eq!(again[0].seq_number, first[0].seq_number);
+    assert_eq!(again[0].delivery_count, 2);
+    let ran = last_run(&engine);
+    assert!(ran_housekeeping(&ran), "{ran:#?}");
+    assert!(ran.len() <= 7, "{ran:#?}");
+}
+
+#[tokio::test]
+async fn complete_runs_at_most_five_statements() {
+    let (_temp, engine) = setup().await;
+    engine.send(&send(1)).await.expect("send");
+    let (got, _) = engine
+        .receive(&receive_one(), &NoWait)
+        .await
+        .expect("claim");
+    let message = got.first().expect("one message");
+    engine
+        .complete(&SettleRequest {
+            queue: "q".into(),
+            seq_number: message.seq_number,
+            lock_token: message.lock_token.clone().unwrap_or_default(),
+        })
+        .await
+        .expect("complete");
+    let ran = last_run(&engine);
+    assert!(ran.len() <= 5, "{ran:#?}");
+}
