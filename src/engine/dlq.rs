@@ -38,7 +38,7 @@ const REDRIVE_IN_PLACE: Statement = crate::statement!(str_replace!(
     "\
 UPDATE messages SET state = 'active', delivery_count = 0, visible_at = 0,
   dead_letter_reason = NULL, dead_letter_description = NULL, lock_token = NULL, locked_until = 0
-WHERE id IN (CANDIDATES) RETURNING id",
+WHERE id IN (CANDIDATES)",
     "CANDIDATES",
     CANDIDATES
 ));
@@ -63,7 +63,7 @@ INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, deliver
   message_id, correlation_id, reply_to, group_id, content_type, subject, properties, body)
 SELECT ?5, 'active', 0, {now}, 0, 0, message_id, correlation_id, reply_to, group_id,
   content_type, subject, properties, body
-FROM messages WHERE queue = ?1 AND MARKED ORDER BY id RETURNING id",
+FROM messages WHERE queue = ?1 AND MARKED ORDER BY id",
     "MARKED",
     MARKED
 ));
@@ -77,7 +77,7 @@ const DELETE_CHUNK: Statement = crate::statement!(str_replace!(
 
 /// T20: Purge deletes dead letters only.
 const PURGE: Statement = crate::statement!(str_replace!(
-    "DELETE FROM messages WHERE id IN (CANDIDATES) RETURNING id",
+    "DELETE FROM messages WHERE id IN (CANDIDATES)",
     "CANDIDATES",
     CANDIDATES
 ));
@@ -173,10 +173,10 @@ impl<T: Transport> Engine<T> {
         match self.run(&mut program).await {
             Ok(committed) => {
                 self.note_housekeeping(&committed, &housekeeping);
-                let n = committed.rows(moved).count();
-                self.note(&request.queue, Event::Redriven, n as u64);
+                let n = committed.affected(moved);
+                self.note(&request.queue, Event::Redriven, n);
                 if !in_place {
-                    self.note(&request.target, Event::Enqueued, n as u64);
+                    self.note(&request.target, Event::Enqueued, n);
                 }
                 Ok(n as i64)
             }
@@ -212,8 +212,8 @@ impl<T: Transport> Engine<T> {
         match self.run(&mut program).await {
             Ok(committed) => {
                 self.note_housekeeping(&committed, &housekeeping);
-                let n = committed.rows(purged).count();
-                self.note(queue, Event::Purged, n as u64);
+                let n = committed.affected(purged);
+                self.note(queue, Event::Purged, n);
                 Ok(n as i64)
             }
             Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),

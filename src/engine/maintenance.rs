@@ -79,10 +79,7 @@ SELECT json(CASE WHEN
 
 /// One queue's housekeeping: reap, then the due rows.
 pub(super) const ONE_QUEUE: [Statement; 2] = [
-    crate::statement!(concatcp!(
-        str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1"),
-        " RETURNING id"
-    )),
+    crate::statement!(str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1")),
     crate::statement!(concatcp!(
         str_replace!(SETTLE_DUE, "SCOPE", "queue = ?1"),
         " RETURNING state, dead_letter_reason"
@@ -123,7 +120,7 @@ impl<T: Transport> Engine<T> {
     /// activations, TTL dead letters and TTL discards.
     pub(crate) fn note_housekeeping(&self, committed: &Committed, done: &Housekeeping) {
         let queue = done.queue.as_str();
-        let mut lock_expired = committed.rows(done.reap).count() as u64;
+        let mut lock_expired = committed.affected(done.reap);
         let (mut activated, mut dead_lettered, mut discarded) = (0, 0, 0);
         for row in committed.rows(done.due) {
             match row.opt_text(1) {

@@ -259,6 +259,10 @@ pub struct BatchResult {
 pub struct StmtResult {
     #[serde(default)]
     pub rows: Vec<Vec<Value>>,
+    /// Rows the statement itself inserted, updated or deleted (SQLite's
+    /// `changes()`: trigger work not included).
+    #[serde(default)]
+    pub affected_row_count: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

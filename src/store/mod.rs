@@ -111,6 +111,17 @@ impl Committed {
 
     /// The raw values of a statement's rows (inspection and tests).
     pub fn raw_rows(&self, step: StepId) -> &[Vec<hrana::Value>] {
+        self.result(step).map_or(&[], |r| r.rows.as_slice())
+    }
+
+    /// How many rows a statement itself changed, as the database counted
+    /// them: a count without `RETURNING` every row just to count it
+    /// (0 when it did not run).
+    pub fn affected(&self, step: StepId) -> u64 {
+        self.result(step).map_or(0, |r| r.affected_row_count)
+    }
+
+    fn result(&self, step: StepId) -> Option<&StmtResult> {
         self.results
             .get(if step == StepId::HEAD {
                 program::SCHEMA_CHECK_INDEX
@@ -118,7 +129,6 @@ impl Committed {
                 self.first + step.0
             })
             .and_then(Option::as_ref)
-            .map_or(&[], |r| r.rows.as_slice())
     }
 }
 
