@@ -74,7 +74,10 @@ async fn c001_card_lists_the_console_when_it_is_on() {
     let text = String::from_utf8_lossy(&r.body).into_owned();
     assert_eq!(json_body(&r)["ui"], "/ui");
     // Members in contract order: `ui` last (wire §2.1).
-    assert!(text.ends_with(r#""health":"/healthz","ui":"/ui"}"#), "{text}");
+    assert!(
+        text.ends_with(r#""health":"/healthz","ui":"/ui"}"#),
+        "{text}"
+    );
     let api = Api::new(&[("MQLITE_METRICS", "on")]);
     let text = String::from_utf8_lossy(&api.request("GET", "/", &[], b"").await.body).into_owned();
     assert!(
@@ -100,7 +103,11 @@ async fn mqlite_ui_off_removes_the_console_and_its_card_member() {
     }
     for on in ["on", "true", "1", "yes", ""] {
         let api = Api::new(&[("MQLITE_UI", on)]);
-        assert_eq!(api.request("GET", "/ui/", &[], b"").await.status, 200, "{on:?}");
+        assert_eq!(
+            api.request("GET", "/ui/", &[], b"").await.status,
+            200,
+            "{on:?}"
+        );
     }
 }
 
@@ -156,7 +163,15 @@ fn console_page_references_only_its_own_files() {
     refs.sort();
     assert_eq!(
         refs,
-        ["#/", "#/", "#/keys", "#/topics", "console.css", "console.js", "data:,"]
+        [
+            "#/",
+            "#/",
+            "#/keys",
+            "#/topics",
+            "console.css",
+            "console.js",
+            "data:,"
+        ]
     );
 }
 
@@ -203,5 +218,8 @@ fn console_adds_at_most_150_kb_gzipped() {
     }
     println!("console: {total} bytes gzipped");
     assert!(total > 1000, "suspiciously small: {total}");
-    assert!(total <= SIZE_BUDGET_GZIPPED, "{total} > {SIZE_BUDGET_GZIPPED}");
+    assert!(
+        total <= SIZE_BUDGET_GZIPPED,
+        "{total} > {SIZE_BUDGET_GZIPPED}"
+    );
 }

@@ -31,7 +31,9 @@ fn run() -> Result<(), String> {
         std::env::var(name)
             .ok()
             .filter(|v| !v.is_empty())
-            .ok_or(format!("{name} is not set: run the console test with `make test`"))
+            .ok_or(format!(
+                "{name} is not set: run the console test with `make test`"
+            ))
     };
     let (python, chromium, chromedriver) = (
         var("MQLITE_E2E_PYTHON")?,
@@ -76,6 +78,9 @@ fn run() -> Result<(), String> {
     if status.success() {
         Ok(())
     } else {
-        Err(format!("the browser test failed ({status}); see {}", out.display()))
+        Err(format!(
+            "the browser test failed ({status}); see {}",
+            out.display()
+        ))
     }
 }

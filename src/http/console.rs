@@ -90,10 +90,8 @@ pub fn serve(enabled: bool, request: &Request) -> Response {
         return Response::error(&ApiError::no_such_path(path));
     };
     if request.method != "GET" && request.method != "HEAD" {
-        let mut response = Response::error(&ApiError::new(
-            ErrorCode::Unimplemented,
-            "GET required",
-        ));
+        let mut response =
+            Response::error(&ApiError::new(ErrorCode::Unimplemented, "GET required"));
         response.headers.push(("Allow".into(), "GET, HEAD".into()));
         return response;
     }
