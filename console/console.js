@@ -7,6 +7,7 @@
 const TOKEN_KEY = "mqlite.token";
 const REFRESH_MS = 5000;
 const PAGE = 20;
+const QUEUE_PAGE = 50;
 const STATES = ["active", "locked", "deferred", "scheduled", "dead_lettered"];
 const HISTORY = 60;
 
@@ -314,6 +315,21 @@ function overviewView(view) {
   const stateChart = h("div", { id: "chart-states" });
   const rateChart = h("div", { id: "chart-requests" });
   const summary = h("p", { class: "muted", id: "overview-summary", text: "Loading…" });
+  let page = 0;
+  let queues = [];
+  const prev = h("button", { type: "button", class: "secondary", id: "queues-prev", text: "← Previous", disabled: true });
+  const next = h("button", { type: "button", class: "secondary", id: "queues-next", text: "Next →", disabled: true });
+  const pageInfo = h("span", { class: "muted", id: "queues-page" });
+  const showPage = () => {
+    page = Math.max(0, Math.min(page, Math.ceil(queues.length / QUEUE_PAGE) - 1));
+    renderQueues(body, queues.slice(page * QUEUE_PAGE, (page + 1) * QUEUE_PAGE));
+    prev.disabled = page === 0;
+    next.disabled = (page + 1) * QUEUE_PAGE >= queues.length;
+    pageInfo.textContent = queues.length
+      ? `${page * QUEUE_PAGE + 1}–${Math.min(queues.length, (page + 1) * QUEUE_PAGE)} of ${queues.length}` : "";
+  };
+  prev.addEventListener("click", () => { page--; showPage(); });
+  next.addEventListener("click", () => { page++; showPage(); });
   const createErr = h("p", { class: "error", role: "alert" });
   const createForm = h("form", { class: "row", onsubmit: async (e) => {
       e.preventDefault();
@@ -340,7 +356,8 @@ function overviewView(view) {
             h("th", { text: "Queue" }), h("th", { class: "hide-narrow", text: "Kind" }),
             STATES.map((s) => h("th", { class: "num", text: s.replace("_", " ") })),
             h("th", { class: "num", text: "Total" }), h("th", { class: "num", text: "Oldest" }))),
-          body))),
+          body)),
+      h("div", { class: "pager" }, prev, next, pageInfo)),
     h("section", { class: "grid" },
       h("div", { class: "card" }, h("h2", { text: "Messages by state (all queues)" }), stateChart),
       h("div", { class: "card" }, h("h2", { text: "API requests per second (answering isolate)" }), rateChart)),
@@ -357,7 +374,8 @@ function overviewView(view) {
     recordSample(obs);
     summary.textContent = `${obs.queue_count} queues, ${obs.subscription_count} subscriptions · ` +
       `sampled ${fmtTime(obs.sampled_at_ms)} · refreshes every ${REFRESH_MS / 1000} s`;
-    renderQueues(body, obs.queues);
+    queues = obs.queues;
+    showPage();
     const samples = history.samples;
     drawChart(stateChart, STATES.map((st) => ({ name: st.replace("_", " "), cls: "s-" + st,
       points: samples.map((s) => s.states[st]) })), "");

@@ -170,6 +170,7 @@ def main():
             ("send_from_the_console_arrives_through_the_api", lambda: send(driver, log, state)),
             ("create_a_key_shown_once_and_revoke_one", lambda: keys(driver, log, state)),
             ("topics_and_filter_tester", lambda: topics(driver, log)),
+            ("long_lists_are_paged", lambda: paging(driver, log)),
             ("keyboard_reaches_the_views", lambda: keyboard(driver, log)),
             ("phone_width_390", lambda: phone(driver, log)),
             ("no_console_errors_in_the_browser_log", lambda: no_errors(log)),
@@ -194,7 +195,7 @@ def main():
     passed = len(results) - failed
     print(f"console browser test: screenshots in {OUT}")
     print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed == 12 else 1
+    return 0 if failed == 0 and passed == 13 else 1
 
 
 def routes():
@@ -383,6 +384,38 @@ def topics(driver, log):
     wait_for(driver, "the compile error", lambda d: "Invalid filter" in text_of(d, "#filter-error"))
     check_screenshot(shot(driver, "07-topics-1280"), 1280)
     check(not log.drain("topics"), "errors on the topics page")
+
+
+def paging(driver, log):
+    # 45 messages: Peek pages of 20, 20 and 5.
+    rpc("AdminService/CreateQueue", {"name": "bulk", "config": {}})
+    seqs = rpc("QueueService/Send", {"queue": "bulk", "messages": [
+        {"body": b64(f"m{i}")} for i in range(45)]})["seq_numbers"]
+    driver.get(BASE + "/ui/#/queue/bulk")
+    shown = lambda d: [int(r.get_attribute("data-seq")) for r in d.find_elements(By.CSS_SELECTOR, "#messages-body tr[data-seq]")]
+    wait_for(driver, "page 1", lambda d: shown(d) == seqs[:20])
+    driver.find_element(By.ID, "peek-next").click()
+    wait_for(driver, "page 2", lambda d: shown(d) == seqs[20:40])
+    driver.find_element(By.ID, "peek-next").click()
+    wait_for(driver, "page 3", lambda d: shown(d) == seqs[40:])
+    check(not driver.find_element(By.ID, "peek-next").is_enabled(), "a page after the last")
+    driver.find_element(By.ID, "peek-first").click()
+    wait_for(driver, "page 1 again", lambda d: shown(d) == seqs[:20])
+    # 60 queues in all: the overview pages them by 50, in name order.
+    for i in range(57):
+        rpc("AdminService/CreateQueue", {"name": f"q{i:02d}", "config": {}})
+    names = sorted(q["name"] for q in rpc("AdminService/ListQueues", {})["queues"])
+    check(len(names) == 60, f"{len(names)} queues")
+    driver.get(BASE + "/ui/#/")
+    listed = lambda d: [r.get_attribute("data-queue") for r in d.find_elements(By.CSS_SELECTOR, "#queues-body tr[data-queue]")]
+    wait_for(driver, "the first 50 queues", lambda d: listed(d) == names[:50])
+    check(text_of(driver, "#queues-page") == "1–50 of 60", text_of(driver, "#queues-page"))
+    driver.find_element(By.ID, "queues-next").click()
+    wait_for(driver, "the last 10 queues", lambda d: listed(d) == names[50:])
+    check(not driver.find_element(By.ID, "queues-next").is_enabled(), "a page after the last")
+    driver.find_element(By.ID, "queues-prev").click()
+    wait_for(driver, "back to the first page", lambda d: listed(d) == names[:50])
+    check(not log.drain("paging"), "errors while paging")
 
 
 def keyboard(driver, log):
