@@ -9,7 +9,7 @@ if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0
 # worker-build always re-runs wasm-bindgen and wasm-opt: skip it when nothing
 # that goes into the Worker changed since the last build.
 if [ -f build/worker/shim.mjs ] && [ -f build/index_bg.wasm ] \
-   && [ -z "$(find src migrations Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
+   && [ -z "$(find src console migrations Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
   log "Worker build is up to date"
   exit 0
 fi

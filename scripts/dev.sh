@@ -66,6 +66,7 @@ cat <<MSG
 
   mqlite-edge is running
     URL:          http://127.0.0.1:$PORT
+    console:      http://127.0.0.1:$PORT/ui  (sign in with the admin token)
     admin token:  ${tokens%%,*}
     database:     $db_url
 

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # `make test`: installs what is missing, checks formatting and lints, runs
 # the native unit and engine tests, builds the Worker, then runs the
-# end-to-end suite against wrangler dev (workerd) and the local libSQL server.
+# end-to-end suite against wrangler dev (workerd) and the local libSQL server,
+# and drives the admin console in headless Chromium against the same stack.
 # With SQLD_BIN naming sqld (the libSQL server behind Turso; CI sets it when
 # the machine has one) it also runs the end-to-end suite once
 # against sqld and a 20,000-message soak against it.
 source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/lib/browser.sh"
 cd "$REPO_ROOT"
 
 bash scripts/setup.sh
+browser_install
 use_tools_path
 # promtool as setup.sh left it, when the system has none of its own.
 export PATH="$PATH:$TOOLS_DIR/promtool"
@@ -37,6 +40,10 @@ export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
 
 log "end-to-end tests through workerd (local libSQL server)"
 cargo test -p mqlite-e2e --test e2e
+
+log "the admin console in headless Chromium (screenshots in target/ui-test/)"
+MQLITE_E2E_PYTHON="$CONSOLE_VENV/bin/python" MQLITE_E2E_CHROMIUM="$CHROMIUM_BIN" \
+  MQLITE_E2E_CHROMEDRIVER="$CHROMEDRIVER_BIN" cargo test -p mqlite-e2e --test console
 
 sqld="$(sqld_bin)"
 if [ -n "$sqld" ]; then

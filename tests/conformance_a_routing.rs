@@ -10,7 +10,8 @@ const AUTH: (&str, &str) = ("Authorization", "Bearer T");
 
 #[tokio::test]
 async fn c001_card_is_open_and_lists_exactly_the_served_routes() {
-    let api = Api::new(&[]);
+    // The case's broker runs with the console off (tests/console.rs: on).
+    let api = Api::new(&[("MQLITE_UI", "off")]);
     let r = api.request("GET", "/", &[], b"").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Type"), Some("application/json"));
@@ -115,7 +116,7 @@ async fn c008_c009_method_check_comes_after_auth() {
 
 #[tokio::test]
 async fn c010_console_prefix_is_exact() {
-    let api = Api::new(&[]);
+    let api = Api::new(&[("MQLITE_UI", "off")]);
     assert_eq!(api.request("POST", "/uixyz", &[], b"").await.status, 401);
     for path in ["/ui", "/ui/index.html"] {
         let r = api.request("GET", path, &[], b"").await;

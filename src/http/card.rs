@@ -16,9 +16,11 @@ struct Card {
     health: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     metrics: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ui: Option<&'static str>,
 }
 
-pub fn discovery_card(auth_enabled: bool, metrics: bool) -> String {
+pub fn discovery_card(auth_enabled: bool, metrics: bool, ui: bool) -> String {
     serde_json::to_string(&Card {
         name: "mqlite",
         description:
@@ -30,6 +32,7 @@ pub fn discovery_card(auth_enabled: bool, metrics: bool) -> String {
         endpoints: ROUTES.iter().map(|r| r.path).collect(),
         health: "/healthz",
         metrics: metrics.then_some("/metrics"),
+        ui: ui.then_some(super::console::PREFIX),
     })
     .unwrap_or_default()
 }

@@ -29,6 +29,9 @@ pub struct Config {
     pub monitor_tokens: Vec<String>,
     /// `MQLITE_METRICS=on`: serve `/metrics`.
     pub metrics: bool,
+    /// The admin console at `/ui` (wire §2.3): on unless `MQLITE_UI` is
+    /// `off`, `false`, `0` or `no`.
+    pub ui: bool,
     /// The database URL as Status may show it (wire §6.18).
     pub location: String,
 }
@@ -83,12 +86,18 @@ impl Config {
         if metrics && auth == AuthMode::Off {
             return Err("MQLITE_METRICS=on requires authentication (MQLITE_TOKENS)".into());
         }
+        let ui = !var("MQLITE_UI").is_some_and(|v| {
+            ["off", "false", "0", "no"]
+                .iter()
+                .any(|off| v.trim().eq_ignore_ascii_case(off))
+        });
         Ok(Config {
             auth,
             cors,
             retention,
             monitor_tokens,
             metrics,
+            ui,
             location: var("MQLITE_DB").map_or_else(|| "remote".into(), |url| masked_location(&url)),
             max_request_bytes: positive("MQLITE_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES),
             limits: Limits {

@@ -8,6 +8,7 @@
 mod auth;
 mod card;
 mod config;
+mod console;
 mod routes;
 mod rpc;
 
@@ -220,13 +221,12 @@ impl<T: Transport> Service<T> {
             "/" => {
                 return Response::json(
                     200,
-                    card::discovery_card(config.auth_enabled(), config.metrics),
+                    card::discovery_card(config.auth_enabled(), config.metrics, config.ui),
                 )
             }
             "/healthz" => return healthz(),
-            // The console is not bundled: its open paths answer 404.
-            "/ui" => return Response::error(&ApiError::no_such_path(path)),
-            _ if path.starts_with("/ui/") => return Response::error(&ApiError::no_such_path(path)),
+            // Open paths (wire §1.2): exactly `/ui` and what lies under `/ui/`.
+            _ if console::owns(path) => return console::serve(config.ui, request),
             _ => {}
         }
         let target = match path {
