@@ -774,3 +774,38 @@ async fn health_never_touches_the_database_and_ready_reports_it_down() {
         (503, json!("dependency_unavailable"))
     );
 }
+
+#[tokio::test]
+async fn archived_messages_leave_with_the_dead_letter_age_bound() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/a", None).await;
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/a/messages/batch",
+        Some(json!({"messages":[{},{}]})),
+    )
+    .await;
+    let archived = ids(&b["msg_ids"]);
+    pg(
+        &api,
+        "POST",
+        "/v1/queues/a/messages/archive",
+        Some(json!({"msg_ids": archived})),
+    )
+    .await;
+    let count = || query(api.engine(), "SELECT count(*) FROM archived_messages");
+    assert_eq!(count().await, vec![vec![json!(2)]]);
+    let retention = mqlite_edge::engine::Retention::default();
+    api.engine().sweep(&retention).await.expect("sweep");
+    assert_eq!(
+        count().await,
+        vec![vec![json!(2)]],
+        "younger than the bound"
+    );
+    api.advance(retention.max_age_ms + 1);
+    api.engine().sweep(&retention).await.expect("sweep");
+    assert_eq!(count().await, vec![vec![json!(0)]]);
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/a/metrics", None).await;
+    assert_eq!(b["total_messages"], json!(2));
+}

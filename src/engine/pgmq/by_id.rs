@@ -7,28 +7,30 @@ use super::{ids, message_columns, messages, PgmqMessage, VisibleAt, QUEUE_HEAD};
 use crate::engine::{unexpected, Engine, EngineError};
 use crate::store::{Program, Statement, Transport};
 
-/// Deletes the live rows among the ids `?2` (a JSON array) of queue `?1`.
-const DELETE: Statement = crate::statement!(
+/// Deletes the live rows among the ids `?2` (a JSON array) of queue `?1`:
+/// one primary-key seek per id (`NOT INDEXED` keeps the planner from
+/// walking the queue's state index instead).
+pub(in crate::engine) const DELETE: Statement = crate::statement!(
     "\
-DELETE FROM messages WHERE queue = ?1 AND state <> 'dead_lettered'
+DELETE FROM messages NOT INDEXED WHERE queue = ?1 AND state <> 'dead_lettered'
   AND id IN (SELECT value FROM json_each(?2))
 RETURNING id"
 );
 
 /// Copies the live rows among the ids `?2` into the archive (§5.7)...
-const ARCHIVE_COPY: Statement = crate::statement!(concat!(
+pub(in crate::engine) const ARCHIVE_COPY: Statement = crate::statement!(concat!(
     "\
 INSERT INTO archived_messages (queue, id, read_ct, enqueued_at, last_read_at, vt, body,
   headers, archived_at)
 SELECT queue, ",
     message_columns!(""),
-    ", {now} FROM messages WHERE queue = ?1 AND state <> 'dead_lettered'
+    ", {now} FROM messages NOT INDEXED WHERE queue = ?1 AND state <> 'dead_lettered'
   AND id IN (SELECT value FROM json_each(?2))"
 ));
 
 /// Makes the message visible at `coalesce(?4, now + ?3)`: scheduled until
 /// then, or active at once; any lease and its token are cleared.
-const SET_VT: Statement = crate::statement!(concat!(
+pub(in crate::engine) const SET_VT: Statement = crate::statement!(concat!(
     "\
 UPDATE messages SET
   state = CASE WHEN coalesce(?4, {now} + ?3) > {now} THEN 'scheduled' ELSE 'active' END,

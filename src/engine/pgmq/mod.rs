@@ -4,10 +4,10 @@
 //! lease. Each operation is one program (one round trip); read-poll
 //! repeats the read within Receive's long-poll budget.
 
-mod by_id;
-mod queues;
-mod read;
-mod send;
+pub(super) mod by_id;
+pub(super) mod queues;
+pub(super) mod read;
+pub(super) mod send;
 
 pub use queues::{check_name, PgmqMetrics, PgmqQueue, MAX_NAME_CHARS};
 pub use read::PgmqRead;

@@ -31,7 +31,7 @@ const IS_SUBSCRIPTION: Statement =
 /// Drop: every message and auxiliary record of the queue, then the queue
 /// row, whose trigger drops the archive (migration 0005). The last
 /// statement returns a row exactly when the queue existed.
-const DROP: [Statement; 5] = [
+pub(in crate::engine) const DROP: [Statement; 5] = [
     crate::statement!("DELETE FROM messages WHERE queue = ?1"),
     crate::statement!("DELETE FROM dedup WHERE queue = ?1"),
     crate::statement!("DELETE FROM settlement_receipts WHERE queue = ?1"),
@@ -40,7 +40,8 @@ const DROP: [Statement; 5] = [
 ];
 
 /// Purge: every message of the queue, whatever its state (§1).
-const PURGE: Statement = crate::statement!("DELETE FROM messages WHERE queue = ?1");
+pub(in crate::engine) const PURGE: Statement =
+    crate::statement!("DELETE FROM messages WHERE queue = ?1");
 /// Rows the statement before deleted, triggers' rows not included.
 const CHANGES: Statement = crate::statement!("SELECT changes()");
 
@@ -71,8 +72,10 @@ FROM queues q ",
     };
 }
 
-const METRICS_ONE: Statement = crate::statement!(metrics_select!("WHERE q.name = ?1"));
-const METRICS_ALL: Statement = crate::statement!(metrics_select!("ORDER BY q.name"));
+pub(in crate::engine) const METRICS_ONE: Statement =
+    crate::statement!(metrics_select!("WHERE q.name = ?1"));
+pub(in crate::engine) const METRICS_ALL: Statement =
+    crate::statement!(metrics_select!("ORDER BY q.name"));
 
 /// A queue as pgmq lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,7 +45,7 @@ RETURNING ",
 );
 
 /// The claim of [`crate::engine::receive`] with pgmq's lease tail.
-const CLAIM: Statement = crate::statement!(str_replace!(
+pub(in crate::engine) const CLAIM: Statement = crate::statement!(str_replace!(
     str_replace!(
         str_replace!(CLAIM_TEMPLATE, "LOCK_PICKED", LEASE_PICKED),
         "GROUP_BLOCKED",
@@ -57,7 +57,7 @@ const CLAIM: Statement = crate::statement!(str_replace!(
 
 /// pop: the claimed rows go in the same transaction, returned as they were
 /// before the claim (a pop is not a read: `read_ct` unchanged, pgmq's).
-const DELETE_CLAIMED: Statement = crate::statement!(
+pub(in crate::engine) const DELETE_CLAIMED: Statement = crate::statement!(
     "\
 DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
 RETURNING id, delivery_count - 1, enqueued_at, last_read_at, visible_at, body, headers"

@@ -33,7 +33,7 @@ const GROUP_FIFO: Statement =
 /// Inserts `?2`, a JSON array of `[message, headers]` texts, in order,
 /// visible at `coalesce(?4, now + ?3)` (scheduled while in the future) and
 /// with the queue's default TTL from then. Returns the new ids.
-const INSERT: Statement = crate::statement!(
+pub(in crate::engine) const INSERT: Statement = crate::statement!(
     "\
 INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, body, headers)
 SELECT ?1,
