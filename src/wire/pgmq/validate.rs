@@ -36,12 +36,19 @@ pub fn body_object(body: &[u8]) -> Result<Map<String, Value>, PgmqError> {
             &other,
         )])),
         Err(e) => {
-            let position = body
+            // Python reports where the offending value starts; serde
+            // where it stopped reading: back up to the token's start.
+            let stopped = body
                 .split(|b| *b == b'\n')
                 .take(e.line().saturating_sub(1))
                 .map(|line| line.len() + 1)
                 .sum::<usize>()
                 + e.column().saturating_sub(1);
+            let stopped = stopped.min(body.len());
+            let position = body[..stopped]
+                .iter()
+                .rposition(|b| !b.is_ascii_alphanumeric())
+                .map_or(0, |i| i + 1);
             Err(PgmqError::Validation(vec![json!({
                 "type": "json_invalid",
                 "loc": ["body", position],
