@@ -12,8 +12,9 @@ use crate::store::{Program, Statement, Transport};
 
 /// pgmq's default visibility timeout when a read gives none (or 0).
 pub const DEFAULT_VT_SECONDS: i64 = 30;
-/// Long-poll pacing, as Receive's: start fast, stretch to fit the budget.
-const FIRST_POLL_DELAY_MS: u64 = 50;
+/// The shortest pause between polls, whatever `poll_interval_ms` asks
+/// (Receive's first pause): a tighter loop would only spend the budget.
+const MIN_POLL_INTERVAL_MS: u64 = 50;
 
 /// A read: `qty` messages leased for `vt_seconds` (§5.4); pop deletes them
 /// in the same transaction (§5.5).
@@ -84,7 +85,7 @@ impl<T: Transport> Engine<T> {
         }
         let cap = self.limits.poll_max_requests.max(1);
         let mut attempts = 0u32;
-        let mut delay = request.poll_interval_ms.max(FIRST_POLL_DELAY_MS);
+        let interval = request.poll_interval_ms.max(MIN_POLL_INTERVAL_MS);
         loop {
             let claimed = self.pgmq_claim_once(request, vt * 1000).await?;
             attempts += 1;
@@ -102,10 +103,9 @@ impl<T: Transport> Engine<T> {
             let pause = if requests_left == 1 {
                 remaining
             } else {
-                delay.max(remaining / requests_left).min(remaining)
+                interval.max(remaining / requests_left).min(remaining)
             };
             waiter.sleep(pause).await;
-            delay = request.poll_interval_ms.max(delay);
         }
     }
 
