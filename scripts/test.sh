@@ -45,6 +45,17 @@ log "the admin console in headless Chromium (screenshots in target/ui-test/)"
 MQLITE_E2E_PYTHON="$CONSOLE_VENV/bin/python" MQLITE_E2E_CHROMIUM="$CHROMIUM_BIN" \
   MQLITE_E2E_CHROMEDRIVER="$CHROMEDRIVER_BIN" cargo test -p mqlite-e2e --test console
 
+# The pgmq dialect against pgmq's own adapter: installed from PyPI and
+# Debian here; if either cannot be installed the run fails (never skips).
+source scripts/lib/pgmq.sh
+log "differential test against pgmq's reference adapter (pgmq[fastapi]==$PGMQ_VERSION)"
+pgmq_install
+trap pgmq_stop EXIT
+pgmq_start
+MQLITE_E2E_PGMQ_URL="$PGMQ_URL" cargo test -p mqlite-e2e --test pgmq_diff
+pgmq_stop
+trap - EXIT
+
 sqld="$(sqld_bin)"
 if [ -n "$sqld" ]; then
   log "end-to-end tests through workerd against sqld ($sqld ${SQLD_FLAGS[*]})"

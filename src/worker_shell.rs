@@ -92,7 +92,11 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     let service = Service::new(setup, Clock::Database, isolate());
     let request = http::Request {
         method: req.method().to_string(),
-        path: req.path(),
+        // The query string rides along: the pgmq dialect reads `?unlogged`.
+        path: match req.url().ok().and_then(|u| u.query().map(str::to_owned)) {
+            Some(query) => format!("{}?{query}", req.path()),
+            None => req.path(),
+        },
         headers: req.headers().entries().collect(),
     };
     let content_length = req

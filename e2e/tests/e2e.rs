@@ -60,6 +60,10 @@ fn main() {
         ),
         ("readme_walkthrough_runs_verbatim", readme_walkthrough),
         (
+            "readme_pgmq_walkthrough_runs_verbatim",
+            readme_pgmq_walkthrough,
+        ),
+        (
             "one_database_request_per_rpc_through_workerd",
             one_round_trip_per_rpc,
         ),
@@ -221,6 +225,72 @@ fn readme_walkthrough(s: &Stacks) -> Result<(), String> {
     check!(
         lines[4]["queue"] == "orders" && lines[4]["total"] == 0,
         "Stats: {}",
+        lines[4]
+    );
+    Ok(())
+}
+
+/// The bash block between `start` and `end` markers of the README.
+fn readme_block(s: &Stacks, start: &str, end: &str) -> Result<String, String> {
+    let readme =
+        std::fs::read_to_string(s.tools.root.join("README.md")).map_err(|e| e.to_string())?;
+    let from = readme.find(start).ok_or("no walkthrough start marker")?;
+    let to = readme.find(end).ok_or("no walkthrough end marker")?;
+    let section = readme.get(from..to).ok_or("markers out of order")?;
+    let code_start = section.find("```bash\n").ok_or("no bash block")? + "```bash\n".len();
+    let code_end = section[code_start..]
+        .find("```")
+        .ok_or("unterminated block")?
+        + code_start;
+    Ok(section[code_start..code_end].to_owned())
+}
+
+/// The README's pgmq walk-through, verbatim: create, send, read, delete,
+/// metrics.
+fn readme_pgmq_walkthrough(s: &Stacks) -> Result<(), String> {
+    let script = readme_block(
+        s,
+        "<!-- pgmq-walkthrough:start -->",
+        "<!-- pgmq-walkthrough:end -->",
+    )?;
+    let output = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("MQLITE_URL", &s.main.base)
+        .env("MQLITE_TOKEN", &s.main.token)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    check!(
+        output.status.success(),
+        "pgmq walkthrough failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty()).collect();
+    check!(lines.len() == 5, "expected 5 answers, got: {stdout}");
+    let json = |i: usize| serde_json::from_str::<Value>(lines[i]).unwrap_or(Value::Null);
+    check!(
+        json(0) == json!({"queue_name":"jobs","unlogged":false}),
+        "PUT: {}",
+        lines[0]
+    );
+    let id = json(1)["msg_id"].as_i64().unwrap_or(0);
+    check!(id > 0, "send: {}", lines[1]);
+    let read = json(2);
+    check!(
+        read["messages"][0]["msg_id"] == id
+            && read["messages"][0]["read_ct"] == 1
+            && read["messages"][0]["message"] == json!({"task":"resize","image":7})
+            && read["messages"][0]["headers"] == json!({"trace":"t-1"}),
+        "read: {}",
+        lines[2]
+    );
+    check!(lines[3] == "204", "delete: {}", lines[3]);
+    let metrics = json(4);
+    check!(
+        metrics["queue_name"] == "jobs"
+            && metrics["queue_length"] == 0
+            && metrics["total_messages"] == 1,
+        "metrics: {}",
         lines[4]
     );
     Ok(())
@@ -577,6 +647,25 @@ fn database_down(s: &Stacks) -> Result<(), String> {
     }
     let health = stack.raw("GET", "/healthz", None, b"");
     check!(health.status == 200, "the isolate still serves: {health:?}");
+    // The pgmq dialect's liveness never touches the database; readiness
+    // pings it (docs/pgmq.md).
+    for path in ["/health", "/v1/health"] {
+        let reply = stack.raw("GET", path, None, b"");
+        check!(
+            reply.status == 200 && reply.json()["status"] == "ok",
+            "{path}: {reply:?}"
+        );
+    }
+    let ready = stack.raw("GET", "/v1/ready", None, b"");
+    check!(
+        ready.status == 503 && ready.json()["error"] == "dependency_unavailable",
+        "{ready:?}"
+    );
+    let ready = s.main.raw("GET", "/v1/ready", None, b"");
+    check!(
+        ready.status == 200 && ready.json() == json!({"status":"ok"}),
+        "{ready:?}"
+    );
     Ok(())
 }
 

@@ -10,6 +10,7 @@ mod effects;
 mod keys;
 mod maintenance;
 mod peek;
+pub mod pgmq;
 #[cfg(test)]
 mod plans;
 mod queues;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{deferred, keys, maintenance, peek, receive, send, settle, stats};
+use super::{deferred, keys, maintenance, peek, pgmq, receive, send, settle, stats};
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
@@ -302,4 +302,63 @@ fn managed_key_check_is_one_unique_index_seek() {
     );
     assert_no_scan_of("key check", &details, "access_keys");
     assert_uses("key check", &details, "INDEX");
+}
+
+/// The pgmq dialect's statements (docs/pgmq.md): its claim walks the same
+/// indexes as Receive's; by-id statements seek the primary key; metrics
+/// count per state from the state index.
+#[test]
+fn pgmq_statements_seek_indexes() {
+    let claim_args = vec![
+        text("q"),
+        int(10),
+        int(0),
+        int(1 << 20),
+        text(""),
+        text("[]"),
+        int(30_000),
+    ];
+    let d = plan(&pgmq::read::CLAIM, claim_args);
+    assert_no_message_scan("pgmq claim", &d);
+    assert_uses(
+        "pgmq claim",
+        &d,
+        "messages_ungrouped_active (queue=? AND id>?)",
+    );
+    let d = plan(&pgmq::read::DELETE_CLAIMED, vec![text("[]")]);
+    assert_no_message_scan("pgmq pop delete", &d);
+    assert_uses("pgmq pop delete", &d, "messages_lock_token");
+    let d = plan(
+        &pgmq::send::INSERT,
+        vec![text("q"), text("[]"), int(0), Value::Null],
+    );
+    assert_no_scan_of("pgmq insert", &d, "SCAN q ");
+    let ids = vec![text("q"), text("[1,2]")];
+    for (name, statement) in [
+        ("pgmq delete", &pgmq::by_id::DELETE),
+        ("pgmq archive", &pgmq::by_id::ARCHIVE_COPY),
+    ] {
+        let d = plan(statement, ids.clone());
+        assert_no_message_scan(name, &d);
+        assert_uses(name, &d, "INTEGER PRIMARY KEY (rowid=?)");
+    }
+    let d = plan(
+        &pgmq::by_id::SET_VT,
+        vec![text("q"), int(1), int(0), Value::Null],
+    );
+    assert_no_message_scan("pgmq set_vt", &d);
+    assert_uses("pgmq set_vt", &d, "INTEGER PRIMARY KEY (rowid=?)");
+    for (name, statement) in [
+        ("pgmq metrics", &pgmq::queues::METRICS_ONE),
+        ("pgmq purge", &pgmq::queues::PURGE),
+    ] {
+        let d = plan(statement, vec![text("q")]);
+        assert_no_message_scan(name, &d);
+    }
+    let d = plan(&pgmq::queues::METRICS_ALL, vec![]);
+    assert_no_message_scan("pgmq metrics (all)", &d);
+    for (i, statement) in pgmq::queues::DROP.iter().enumerate() {
+        let d = plan(statement, vec![text("q")]);
+        assert_no_message_scan(&format!("pgmq drop #{i}"), &d);
+    }
 }

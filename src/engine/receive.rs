@@ -109,7 +109,7 @@ pub(super) const GROUP_BLOCKED: &str = "\
 /// (the crossing message is included). No row is picked while a live
 /// receive attempt `?5` exists (it is replayed). Each picked row takes its
 /// own CSPRNG token from the JSON array `?6`.
-const CLAIM_TEMPLATE: &str = "\
+pub(super) const CLAIM_TEMPLATE: &str = "\
 WITH RECURSIVE
 mode(strict) AS (SELECT ordering_mode = 'strict_fifo' FROM queues WHERE name = ?1),
 pick(n, id, bytes, groups) AS (

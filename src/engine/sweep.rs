@@ -107,6 +107,18 @@ macro_rules! bound {
     };
 }
 
+/// Archived messages (pgmq dialect, docs/pgmq.md) archived longer ago than
+/// the queue's dead-letter age bound (`?1` the broker's).
+const RETAIN_ARCHIVE: Statement = crate::statement!(concat!(
+    "DELETE FROM archived_messages WHERE (queue, id) IN (
+  SELECT a.queue, a.id FROM queues q JOIN archived_messages a ON a.queue = q.name
+  WHERE ",
+    bound!("dlq_max_age_ms", "?1"),
+    " > 0 AND a.archived_at < {now} - ",
+    bound!("dlq_max_age_ms", "?1"),
+    " LIMIT ?2)"
+));
+
 /// Whether a pass has anything to do, read first so that an idle deployment
 /// costs one read and takes no write lock: a pending transition in any
 /// queue, an expired dedup entry, receipt or receive attempt, or dead
@@ -137,6 +149,11 @@ const SWEEP_DUE: Statement = crate::statement!(concat!(
     " > 0 AND (SELECT sum(length(body)) FROM messages WHERE queue = q.name
       AND state = 'dead_lettered') > ",
     bound!("dlq_max_bytes", "?3"),
+    ")
+    OR (",
+    bound!("dlq_max_age_ms", "?1"),
+    " > 0 AND (SELECT min(archived_at) FROM archived_messages WHERE queue = q.name) < {now} - ",
+    bound!("dlq_max_age_ms", "?1"),
     "))
   OR EXISTS (SELECT 1 FROM dedup
     WHERE seen_at <= {now} - (SELECT coalesce(max(dedup_window_ms), 0) FROM queues))
@@ -193,6 +210,10 @@ impl<T: Transport> Engine<T> {
         ] {
             program.step(statement, vec![bound.into(), RETENTION_LIMIT.into()]);
         }
+        program.step(
+            &RETAIN_ARCHIVE,
+            vec![retention.max_age_ms.into(), RETENTION_LIMIT.into()],
+        );
         self.run(&mut program).await.map_err(unexpected)?;
         Ok(())
     }

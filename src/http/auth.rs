@@ -114,7 +114,7 @@ fn matches_any(tokens: &[String], token: &str) -> bool {
     })
 }
 
-fn bearer_token<'a>(mut headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+pub(super) fn bearer_token<'a>(mut headers: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let value = headers.next()?;
     if headers.next().is_some() {
         return None;

@@ -34,6 +34,67 @@ pub struct Config {
     pub ui: bool,
     /// The database URL as Status may show it (wire §6.18).
     pub location: String,
+    /// The pgmq dialect's keys, CORS origins and caps.
+    pub pgmq: PgmqSettings,
+}
+
+/// `PGMQ_API_*` settings (docs/pgmq.md, "Credentials" and "Caps").
+#[derive(Debug, Clone, Default)]
+pub struct PgmqSettings {
+    /// `PGMQ_API_KEY` (named `default`) and `PGMQ_API_KEYS=name:secret,…`:
+    /// administrator credentials of the pgmq routes; the name is what logs
+    /// may show, never the secret.
+    pub keys: Vec<(String, String)>,
+    /// `PGMQ_API_CORS_ORIGINS`: allowed origins; `None` follows `MQLITE_CORS`.
+    pub cors_origins: Option<Vec<String>>,
+    pub caps: crate::wire::pgmq::Caps,
+}
+
+impl PgmqSettings {
+    fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut keys = Vec::new();
+        if let Some(key) = var("PGMQ_API_KEY").map(|k| k.trim().to_owned()) {
+            if !key.is_empty() {
+                keys.push(("default".to_owned(), key));
+            }
+        }
+        for entry in var("PGMQ_API_KEYS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            match entry.split_once(':') {
+                Some((name, secret)) if !name.trim().is_empty() && !secret.trim().is_empty() => {
+                    keys.push((name.trim().to_owned(), secret.trim().to_owned()))
+                }
+                _ => return Err("PGMQ_API_KEYS entries must be name:secret".into()),
+            }
+        }
+        let cors_origins = var("PGMQ_API_CORS_ORIGINS").map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_owned)
+                .collect()
+        });
+        let defaults = crate::wire::pgmq::Caps::default();
+        let cap = |name: &str, default: i64| {
+            var(name)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
+        Ok(PgmqSettings {
+            keys,
+            cors_origins,
+            caps: crate::wire::pgmq::Caps {
+                max_qty: cap("PGMQ_API_MAX_QTY", defaults.max_qty),
+                max_batch: cap("PGMQ_API_MAX_BATCH", defaults.max_batch as i64) as usize,
+                max_poll_seconds: cap("PGMQ_API_MAX_POLL_SECONDS", defaults.max_poll_seconds),
+            },
+        })
+    }
 }
 
 impl Config {
@@ -91,7 +152,9 @@ impl Config {
                 .iter()
                 .any(|off| v.trim().eq_ignore_ascii_case(off))
         });
+        let pgmq = PgmqSettings::from_vars(&var)?;
         Ok(Config {
+            pgmq,
             auth,
             cors,
             retention,

@@ -73,9 +73,9 @@ pub fn owns(path: &str) -> bool {
 }
 
 /// Answers a console path: `/ui` redirects to `/ui/`, `/ui/` is the page,
-/// and a disabled console or an unknown file is the catch-all 404.
-pub fn serve(enabled: bool, request: &Request) -> Response {
-    let path = request.path.as_str();
+/// and a disabled console or an unknown file is the catch-all 404. `path`
+/// is the request's path without its query string.
+pub fn serve(enabled: bool, request: &Request, path: &str) -> Response {
     if !enabled {
         return Response::error(&ApiError::no_such_path(path));
     }

@@ -9,11 +9,13 @@ mod auth;
 mod card;
 mod config;
 mod console;
+mod pgmq;
 mod routes;
 mod rpc;
 
 pub use auth::{Access, Permission, Principal};
-pub use config::{masked_location, AuthMode, Config};
+pub use config::{masked_location, AuthMode, Config, PgmqSettings};
+pub use pgmq::{Handler as PgmqHandler, PgmqRoute, PGMQ_ROUTES};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
@@ -187,6 +189,17 @@ impl<T: Transport> Service<T> {
         body: impl Body,
         waiter: &impl Waiter,
     ) -> Response {
+        // The Worker shell keeps the query string; only the pgmq dialect
+        // reads it (Connect-JSON routes ignore it).
+        let (path, query) = request
+            .path
+            .split_once('?')
+            .unwrap_or((request.path.as_str(), ""));
+        if pgmq::serves(path) {
+            let response = self.pgmq(request, path, query, body, waiter).await;
+            self.isolate.registry.record_effects(self.effects.take());
+            return response;
+        }
         let cors = self.setup.as_ref().ok().and_then(|(c, _)| c.cors.clone());
         let mut response = if request.method == "OPTIONS" && cors.is_some() {
             preflight()
@@ -206,7 +219,7 @@ impl<T: Transport> Service<T> {
     }
 
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
-        let path = request.path.as_str();
+        let path = request.path.split('?').next().unwrap_or_default();
         let (config, engine) = match &self.setup {
             Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
@@ -226,7 +239,7 @@ impl<T: Transport> Service<T> {
             }
             "/healthz" => return healthz(),
             // Open paths (wire §1.2): exactly `/ui` and what lies under `/ui/`.
-            _ if console::owns(path) => return console::serve(config.ui, request),
+            _ if console::owns(path) => return console::serve(config.ui, request, path),
             _ => {}
         }
         let target = match path {

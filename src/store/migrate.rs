@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_lean_writes.sql",
         sql: include_str!("../../migrations/0004_lean_writes.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_pgmq.sql",
+        sql: include_str!("../../migrations/0005_pgmq.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

@@ -6,6 +6,7 @@ mod decode;
 mod error;
 pub mod keys;
 pub mod observe;
+pub mod pgmq;
 pub mod queue;
 
 pub use decode::decode;

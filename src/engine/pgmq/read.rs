@@ -1,0 +1,153 @@
+//! read, read-poll and pop: mqlite's claim (ordering rules, group heads,
+//! housekeeping first) with pgmq's lease and shape.
+
+use const_format::str_replace;
+
+use super::{message_columns, messages, PgmqMessage};
+use crate::engine::receive::{
+    claim_tokens, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED, STRICT_BLOCKED,
+};
+use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
+use crate::store::{Program, Statement, Transport};
+
+/// pgmq's default visibility timeout when a read gives none (or 0).
+pub const DEFAULT_VT_SECONDS: i64 = 30;
+/// The shortest pause between polls, whatever `poll_interval_ms` asks
+/// (Receive's first pause): a tighter loop would only spend the budget.
+const MIN_POLL_INTERVAL_MS: u64 = 50;
+
+/// A read: `qty` messages leased for `vt_seconds` (§5.4); pop deletes them
+/// in the same transaction (§5.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgmqRead {
+    pub queue: String,
+    pub qty: i64,
+    pub vt_seconds: i64,
+    pub pop: bool,
+    /// read-poll: how long to wait for a message, and the poll interval.
+    pub max_poll_ms: u64,
+    pub poll_interval_ms: u64,
+}
+
+/// The claim's picked rows leased for `?7` ms (pop: `?3` = 1, no lease
+/// needed, they go next), each with token `n` of `?6`; `last_read_at` is
+/// set by reads, kept by pop.
+const LEASE_PICKED: &str = concat!(
+    "\
+UPDATE messages SET
+  state = 'locked',
+  delivery_count = delivery_count + 1,
+  lock_token = json_extract(?6, '$[' || picked.n || ']'),
+  locked_until = {now} + ?7,
+  last_read_at = CASE WHEN ?3 = 1 THEN messages.last_read_at ELSE {now} END
+FROM picked WHERE messages.id = picked.id
+RETURNING ",
+    message_columns!("messages.")
+);
+
+/// The claim of [`crate::engine::receive`] with pgmq's lease tail.
+pub(in crate::engine) const CLAIM: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        str_replace!(CLAIM_TEMPLATE, "LOCK_PICKED", LEASE_PICKED),
+        "GROUP_BLOCKED",
+        GROUP_BLOCKED
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
+
+/// pop: the claimed rows go in the same transaction, returned as they were
+/// before the claim (a pop is not a read: `read_ct` unchanged, pgmq's).
+pub(in crate::engine) const DELETE_CLAIMED: Statement = crate::statement!(
+    "\
+DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
+RETURNING id, delivery_count - 1, enqueued_at, last_read_at, visible_at, body, headers"
+);
+
+impl<T: Transport> Engine<T> {
+    /// read / read-poll / pop. Polls (read-poll) until a message is
+    /// visible or `max_poll_ms` passed, within Receive's request budget.
+    pub async fn pgmq_read(
+        &self,
+        request: &PgmqRead,
+        waiter: &impl Waiter,
+    ) -> Result<Vec<PgmqMessage>, EngineError> {
+        let vt = if request.vt_seconds == 0 {
+            DEFAULT_VT_SECONDS
+        } else {
+            request.vt_seconds
+        };
+        if !(0..=crate::engine::MAX_DURATION_MS / 1000).contains(&vt) {
+            return Err(EngineError::InvalidArgument(format!(
+                "vt must be between 0 and {} seconds (got {vt})",
+                crate::engine::MAX_DURATION_MS / 1000
+            )));
+        }
+        let cap = self.limits.poll_max_requests.max(1);
+        let mut attempts = 0u32;
+        let interval = request.poll_interval_ms.max(MIN_POLL_INTERVAL_MS);
+        loop {
+            let claimed = self.pgmq_claim_once(request, vt * 1000).await?;
+            attempts += 1;
+            let elapsed = waiter.elapsed_ms();
+            if !claimed.is_empty() || elapsed >= request.max_poll_ms {
+                return Ok(claimed);
+            }
+            let remaining = request.max_poll_ms - elapsed;
+            let requests_left = u64::from(cap.saturating_sub(attempts));
+            if requests_left == 0 {
+                return Ok(claimed);
+            }
+            // As Receive: keep the last request for the deadline, and
+            // never poll faster than the budget allows.
+            let pause = if requests_left == 1 {
+                remaining
+            } else {
+                interval.max(remaining / requests_left).min(remaining)
+            };
+            waiter.sleep(pause).await;
+        }
+    }
+
+    /// One claim: head, housekeeping, claim (and pop's delete).
+    async fn pgmq_claim_once(
+        &self,
+        request: &PgmqRead,
+        lease_ms: i64,
+    ) -> Result<Vec<PgmqMessage>, EngineError> {
+        let queue = request.queue.as_str();
+        let tokens = claim_tokens(request.qty.max(0) as usize)?;
+        let mut program = Program::write();
+        program.head(&CLAIM_HEAD, vec![queue.into(), "".into()]);
+        let housekeeping = self.housekeeping(&mut program, queue);
+        let claim = program.step(
+            &CLAIM,
+            vec![
+                queue.into(),
+                request.qty.into(),
+                i64::from(request.pop).into(),
+                self.limits.response_budget_bytes.into(),
+                "".into(),
+                tokens.as_str().into(),
+                lease_ms.into(),
+            ],
+        );
+        let deleted = request
+            .pop
+            .then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
+        let committed = self.run(&mut program).await.map_err(unexpected)?;
+        self.note_housekeeping(&committed, &housekeeping);
+        super::queue_found(&committed)?;
+        let claimed = messages(&committed, deleted.unwrap_or(claim))?;
+        let n = claimed.len() as u64;
+        if request.pop {
+            self.note(queue, Event::Delivered, n);
+            self.note(queue, Event::ReceiveDeleted, n);
+        } else {
+            let again = claimed.iter().filter(|m| m.read_ct > 1).count() as u64;
+            self.note(queue, Event::Delivered, n);
+            self.note(queue, Event::Redelivered, again);
+        }
+        Ok(claimed)
+    }
+}

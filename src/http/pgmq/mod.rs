@@ -1,0 +1,196 @@
+//! The pgmq dialect over HTTP (docs/pgmq.md): CORS, route lookup (404/405
+//! before any credential, as the reference), credentials (§4), then the
+//! handler. Every handler is one engine call, so one database round trip
+//! (read-poll: bounded re-polling, like Receive).
+
+mod handlers;
+pub mod routes;
+
+pub use routes::{Handler, PgmqRoute, PGMQ_ROUTES};
+
+use std::sync::Arc;
+
+use super::auth::{self, Access, Principal};
+use super::config::{AuthMode, Config};
+use super::{Body, Request, Response, Service};
+use crate::engine::{KeyState, Waiter};
+use crate::store::Transport;
+use crate::wire::pgmq::PgmqError;
+use routes::Lookup;
+
+pub use routes::serves;
+
+impl<T: Transport> Service<T> {
+    /// Serves a request whose path [`serves`] claims.
+    pub(super) async fn pgmq(
+        &self,
+        request: &Request,
+        path: &str,
+        query: &str,
+        body: impl Body,
+        waiter: &impl Waiter,
+    ) -> Response {
+        let config = self.setup.as_ref().ok().map(|(c, _)| c);
+        let cors = config.and_then(|c| allowed_origin(c, request));
+        let mut response = if request.method == "OPTIONS" && cors.is_some() {
+            preflight()
+        } else {
+            self.pgmq_route(request, path, query, body, waiter).await
+        };
+        if let Some(origin) = cors {
+            if origin != "*" {
+                response.headers.push(("Vary".into(), "Origin".into()));
+            }
+            response
+                .headers
+                .push(("Access-Control-Allow-Origin".into(), origin));
+        }
+        response
+    }
+
+    async fn pgmq_route(
+        &self,
+        request: &Request,
+        path: &str,
+        query: &str,
+        body: impl Body,
+        waiter: &impl Waiter,
+    ) -> Response {
+        let (route, params) = match routes::find(&request.method, path) {
+            Lookup::Found(route, params) => (route, params),
+            Lookup::WrongMethod => return detail(405, "Method Not Allowed"),
+            Lookup::NotFound => return detail(404, "Not Found"),
+        };
+        let (config, engine) = match &self.setup {
+            Ok((config, engine)) => (config, engine),
+            Err(_) if route.handler == Handler::Health => {
+                return handlers::health(true);
+            }
+            Err(message) => {
+                return error(&PgmqError::new(
+                    crate::wire::pgmq::PgmqCode::DependencyUnavailable,
+                    format!("invalid configuration: {message}"),
+                ))
+            }
+        };
+        let Some(permission) = route.permission else {
+            return handlers::public(route.handler, config, engine).await;
+        };
+        let principal = match credential(config, request) {
+            Some(principal) => principal,
+            None => return error(&PgmqError::unauthorized()),
+        };
+        let call = handlers::Call {
+            route,
+            params: &params,
+            query,
+            config,
+            waiter,
+        };
+        match principal.access(permission) {
+            Access::Granted => call.serve(engine, body).await,
+            Access::Denied | Access::AuthDisabled => error(&PgmqError::unauthorized()),
+            Access::AskDatabase => {
+                let Some(key) = principal.key_check(permission.key_bits()).map(Arc::new) else {
+                    return error(&PgmqError::unauthorized());
+                };
+                let response = call.serve(&engine.for_key(key.clone()), body).await;
+                if key.is_verified() {
+                    return response;
+                }
+                // No program ran (the request failed before the database):
+                // only the key store can say whether the answer stands.
+                match engine.key_state(&key).await {
+                    Ok(KeyState::Valid(held)) if held.includes(key.required()) => response,
+                    Ok(_) => error(&PgmqError::unauthorized()),
+                    Err(e) => error(&e.into()),
+                }
+            }
+        }
+    }
+}
+
+/// The request's credential (§4): `Authorization: Bearer K` or
+/// `X-API-Key: K`; both with different values, or either repeated, is no
+/// credential. Administrators are `MQLITE_TOKENS` plus `PGMQ_API_KEY(S)`.
+fn credential(config: &Config, request: &Request) -> Option<Principal> {
+    let AuthMode::On { admin_tokens } = &config.auth else {
+        return Some(Principal::Anonymous);
+    };
+    let mut bearer = request.header_values("Authorization");
+    let mut api_key = request.header_values("X-API-Key");
+    let (b, b2) = (bearer.next(), bearer.next());
+    let (k, k2) = (api_key.next(), api_key.next());
+    if b2.is_some() || k2.is_some() {
+        return None;
+    }
+    let from_bearer = match b {
+        Some(value) => Some(auth::bearer_token(std::iter::once(value))?),
+        None => None,
+    };
+    let token = match (from_bearer, k.map(str::trim)) {
+        (Some(a), Some(b)) if a != b => return None,
+        (Some(a), _) => a,
+        (None, Some(b)) if !b.is_empty() => b,
+        _ => return None,
+    };
+    let admins: Vec<String> = admin_tokens
+        .iter()
+        .cloned()
+        .chain(config.pgmq.keys.iter().map(|(_, secret)| secret.clone()))
+        .collect();
+    auth::authenticate(
+        &AuthMode::On {
+            admin_tokens: admins,
+        },
+        &[],
+        std::iter::once(format!("Bearer {token}").as_str()),
+    )
+    .ok()
+}
+
+/// The `Access-Control-Allow-Origin` value for this request, if any:
+/// `PGMQ_API_CORS_ORIGINS` (or the Connect-JSON side's `MQLITE_CORS` when
+/// unset); `*` allows every origin, otherwise the request's origin is
+/// echoed when listed.
+fn allowed_origin(config: &Config, request: &Request) -> Option<String> {
+    let listed: Vec<String> = match &config.pgmq.cors_origins {
+        Some(list) => list.clone(),
+        None => config.cors.iter().cloned().collect(),
+    };
+    if listed.iter().any(|o| o == "*") {
+        return Some("*".into());
+    }
+    let origin = request.header_values("Origin").next()?;
+    listed
+        .iter()
+        .any(|o| o == origin)
+        .then(|| origin.to_owned())
+}
+
+fn preflight() -> Response {
+    Response::new(
+        204,
+        vec![
+            (
+                "Access-Control-Allow-Methods".into(),
+                "GET, POST, PUT, DELETE, OPTIONS".into(),
+            ),
+            (
+                "Access-Control-Allow-Headers".into(),
+                "Authorization, X-API-Key, Content-Type".into(),
+            ),
+            ("Access-Control-Max-Age".into(), "86400".into()),
+        ],
+        Vec::new(),
+    )
+}
+
+/// FastAPI's answer for an unknown path or method: `{"detail": TEXT}`.
+fn detail(status: u16, text: &str) -> Response {
+    Response::json(status, serde_json::json!({ "detail": text }).to_string())
+}
+
+fn error(e: &PgmqError) -> Response {
+    Response::json(e.status(), e.body())
+}

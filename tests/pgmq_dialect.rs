@@ -1,0 +1,811 @@
+//! The pgmq dialect (docs/pgmq.md) through the whole HTTP pipeline:
+//! shapes, status codes, caps and errors of every route, one round trip
+//! per request, credentials and CORS, and how the two dialects meet on the
+//! same queues.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+const ADMIN_AUTH: (&str, &str) = ("Authorization", "Bearer T");
+
+/// A pgmq request as the admin: status, JSON (Null when empty), round trips.
+async fn pg(api: &Api, method: &str, path: &str, body: Option<Value>) -> (u16, Value, u64) {
+    pg_with(api, method, path, body, &[ADMIN_AUTH]).await
+}
+
+async fn pg_with(
+    api: &Api,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> (u16, Value, u64) {
+    let before = api.round_trips();
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let response = api.request(method, path, headers, bytes.as_bytes()).await;
+    let trips = api.round_trips() - before;
+    let json = if response.body.is_empty() {
+        Value::Null
+    } else {
+        json_body(&response)
+    };
+    (response.status, json, trips)
+}
+
+fn ids(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|i| i.as_i64().expect("id"))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_route_answers_pgmq_shapes_in_one_round_trip() {
+    let api = Api::new(&[]);
+    api.create_queue("warm-up", json!({})).await;
+
+    let (s, b, t) = pg(&api, "PUT", "/v1/queues/jobs?unlogged=true", None).await;
+    assert_eq!((s, t), (201, 1));
+    assert_eq!(b, json!({"queue_name":"jobs","unlogged":true}));
+    // A second PUT changes nothing and is not 409.
+    let (s, b, _) = pg(&api, "PUT", "/v1/queues/jobs", None).await;
+    assert_eq!((s, b), (201, json!({"queue_name":"jobs","unlogged":false})));
+
+    let (s, b, t) = pg(&api, "GET", "/v1/queues", None).await;
+    assert_eq!((s, t), (200, 1));
+    let names: Vec<&str> = b["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| q["queue_name"].as_str().expect("name"))
+        .collect();
+    // Oldest first; same creation instant (a manual clock): by name.
+    assert_eq!(names, vec!["jobs", "warm-up"]);
+    assert_eq!(b["queues"][1]["is_partitioned"], json!(false));
+    assert!(b["queues"][1]["created_at"]
+        .as_str()
+        .expect("ts")
+        .ends_with('Z'));
+
+    let (s, b, t) = pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/messages",
+        Some(json!({"message":{"n":1,"deep":{"x":[1,2]}},"headers":{"trace":"abc"}})),
+    )
+    .await;
+    assert_eq!((s, t), (201, 1));
+    let first = b["msg_id"].as_i64().expect("msg_id");
+
+    let (s, b, t) = pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/messages/batch",
+        Some(json!({"messages":[{"n":2},{"n":3},{"n":4}],"headers":[{"h":2},{"h":3},{"h":4}]})),
+    )
+    .await;
+    assert_eq!((s, t), (201, 1));
+    assert_eq!(ids(&b["msg_ids"]), vec![first + 1, first + 2, first + 3]);
+
+    let (s, b, t) = pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/read",
+        Some(json!({"vt":10,"qty":2})),
+    )
+    .await;
+    assert_eq!((s, t), (200, 1));
+    let read = b["messages"].as_array().expect("messages");
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0]["msg_id"], json!(first));
+    assert_eq!(read[0]["read_ct"], json!(1));
+    assert_eq!(read[0]["message"], json!({"n":1,"deep":{"x":[1,2]}}));
+    assert_eq!(read[0]["headers"], json!({"trace":"abc"}));
+    assert_eq!(read[0]["enqueued_at"], json!("2025-06-15T15:06:40.000Z"));
+    assert_eq!(read[0]["last_read_at"], json!("2025-06-15T15:06:40.000Z"));
+    assert_eq!(read[0]["vt"], json!("2025-06-15T15:06:50.000Z"));
+
+    let (s, b, t) = pg(&api, "POST", "/v1/queues/jobs/pop", Some(json!({}))).await;
+    assert_eq!((s, t), (200, 1));
+    assert_eq!(b["messages"][0]["msg_id"], json!(first + 2));
+    assert_eq!(b["messages"][0]["read_ct"], json!(0));
+    assert_eq!(b["messages"][0]["last_read_at"], Value::Null);
+
+    let (s, b, t) = pg(&api, "GET", "/v1/queues/jobs/metrics", None).await;
+    assert_eq!((s, t), (200, 1));
+    assert_eq!(b["queue_length"], json!(3));
+    assert_eq!(b["queue_visible_length"], json!(1));
+    assert_eq!(b["total_messages"], json!(4));
+    assert_eq!(b["oldest_msg_age_sec"], json!(0));
+
+    let (s, b, t) = pg(&api, "GET", "/v1/metrics", None).await;
+    assert_eq!((s, t), (200, 1));
+    assert_eq!(b["queues"].as_array().expect("all").len(), 2);
+
+    let path = format!("/v1/queues/jobs/messages/{first}/vt");
+    let (s, b, t) = pg(&api, "POST", &path, Some(json!({"vt": 5}))).await;
+    assert_eq!((s, t), (200, 1));
+    assert_eq!(b["vt"], json!("2025-06-15T15:06:45.000Z"));
+    assert_eq!(b["read_ct"], json!(1));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        &path,
+        Some(json!({"vt": "2030-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(
+        (s, b["vt"].clone()),
+        (200, json!("2030-01-01T00:00:00.000Z"))
+    );
+
+    let (s, b, t) = pg(
+        &api,
+        "DELETE",
+        &format!("/v1/queues/jobs/messages/{first}"),
+        None,
+    )
+    .await;
+    assert_eq!((s, b, t), (204, Value::Null, 1));
+    let archive = format!("/v1/queues/jobs/messages/{}/archive", first + 1);
+    let (s, _, t) = pg(&api, "POST", &archive, None).await;
+    assert_eq!((s, t), (204, 1));
+    let (s, b, _) = pg(&api, "POST", &archive, None).await;
+    assert_eq!((s, b["error"].clone()), (404, json!("message_not_found")));
+
+    let (s, b, t) = pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/messages/delete",
+        Some(json!({"msg_ids":[first + 3, 999_999]})),
+    )
+    .await;
+    assert_eq!((s, t), (200, 1));
+    assert_eq!(ids(&b["msg_ids"]), vec![first + 3]);
+    let (s, b, t) = pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/messages/archive",
+        Some(json!({"msg_ids":[first + 3]})),
+    )
+    .await;
+    assert_eq!((s, b, t), (200, json!({"msg_ids":[]}), 1));
+
+    // Archived and deleted messages still count in total_messages only.
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/jobs/metrics", None).await;
+    assert_eq!(
+        (b["queue_length"].clone(), b["total_messages"].clone()),
+        (json!(0), json!(4))
+    );
+
+    pg(
+        &api,
+        "POST",
+        "/v1/queues/jobs/messages",
+        Some(json!({"message":{}})),
+    )
+    .await;
+    let (s, b, t) = pg(&api, "POST", "/v1/queues/jobs/purge", None).await;
+    assert_eq!((s, b, t), (200, json!({"purged":1}), 1));
+
+    let (s, b, t) = pg(&api, "DELETE", "/v1/queues/jobs", None).await;
+    assert_eq!((s, b, t), (204, Value::Null, 1));
+    let (s, b, _) = pg(&api, "DELETE", "/v1/queues/jobs", None).await;
+    assert_eq!((s, b["error"].clone()), (404, json!("queue_not_found")));
+    let archived = query(api.engine(), "SELECT count(*) FROM archived_messages").await;
+    assert_eq!(
+        archived,
+        vec![vec![json!(0)]],
+        "the archive goes with its queue"
+    );
+}
+
+#[tokio::test]
+async fn errors_caps_and_validation_answer_as_the_reference() {
+    let api = Api::new(&[("PGMQ_API_MAX_QTY", "5"), ("PGMQ_API_MAX_BATCH", "2")]);
+    pg(&api, "PUT", "/v1/queues/q", None).await;
+    let err = |b: &Value| b["error"].as_str().map(str::to_owned);
+
+    for (method, path, body) in [
+        (
+            "POST",
+            "/v1/queues/none/messages",
+            Some(json!({"message":{}})),
+        ),
+        ("POST", "/v1/queues/none/read", Some(json!({}))),
+        ("POST", "/v1/queues/none/pop", Some(json!({}))),
+        ("GET", "/v1/queues/none/metrics", None),
+        ("POST", "/v1/queues/none/purge", None),
+        ("DELETE", "/v1/queues/none/messages/1", None),
+        (
+            "POST",
+            "/v1/queues/none/messages/1/vt",
+            Some(json!({"vt":1})),
+        ),
+        (
+            "POST",
+            "/v1/queues/none/messages/batch",
+            Some(json!({"messages":[]})),
+        ),
+    ] {
+        let (s, b, _) = pg(&api, method, path, body).await;
+        assert_eq!(
+            (s, err(&b)),
+            (404, Some("queue_not_found".into())),
+            "{method} {path}"
+        );
+    }
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/messages/7/vt",
+        Some(json!({"vt":1})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (404, Some("message_not_found".into())));
+
+    let cases = [
+        (
+            "/v1/queues/q/messages",
+            json!({"message":[1]}),
+            "dict_type",
+            json!(["body", "message"]),
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({}),
+            "missing",
+            json!(["body", "message"]),
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({"message":{},"delay":-1}),
+            "value_error",
+            json!(["body", "delay"]),
+        ),
+        (
+            "/v1/queues/q/read",
+            json!({"qty":"x"}),
+            "int_parsing",
+            json!(["body", "qty"]),
+        ),
+        (
+            "/v1/queues/q/read",
+            json!({"vt":1.5}),
+            "int_from_float",
+            json!(["body", "vt"]),
+        ),
+        (
+            "/v1/queues/q/messages/batch",
+            json!({"messages":[1]}),
+            "dict_type",
+            json!(["body", "messages", 0]),
+        ),
+        (
+            "/v1/queues/q/messages/delete",
+            json!({}),
+            "missing",
+            json!(["body", "msg_ids"]),
+        ),
+    ];
+    for (path, body, kind, loc) in cases {
+        let (s, b, t) = pg(&api, "POST", path, Some(body.clone())).await;
+        assert_eq!(s, 422, "{path} {body} -> {b}");
+        assert_eq!(
+            (
+                b["detail"][0]["type"].clone(),
+                b["detail"][0]["loc"].clone()
+            ),
+            (json!(kind), loc)
+        );
+        assert!(b["detail"][0].get("msg").is_some() && b["detail"][0].get("input").is_some());
+        assert_eq!(t, 0, "a 422 never reaches the database");
+    }
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/q/messages/abc/archive", None).await;
+    assert_eq!(
+        (s, b["detail"][0]["loc"].clone()),
+        (422, json!(["path", "msg_id"]))
+    );
+    let (s, b, _) = pg(&api, "PUT", "/v1/queues/q2?unlogged=maybe", None).await;
+    assert_eq!(
+        (s, b["detail"][0]["loc"].clone()),
+        (422, json!(["query", "unlogged"]))
+    );
+    let response = api
+        .request("POST", "/v1/queues/q/read", &[ADMIN_AUTH], b"{nope")
+        .await;
+    assert_eq!(
+        (
+            response.status,
+            json_body(&response)["detail"][0]["type"].clone()
+        ),
+        (422, json!("json_invalid"))
+    );
+    let response = api
+        .request("POST", "/v1/queues/q/read", &[ADMIN_AUTH], b"")
+        .await;
+    assert_eq!(
+        (
+            response.status,
+            json_body(&response)["detail"][0]["loc"].clone()
+        ),
+        (422, json!(["body"]))
+    );
+
+    // Caps: reject, never clamp.
+    for path in [
+        "/v1/queues/q/read",
+        "/v1/queues/q/pop",
+        "/v1/queues/q/read-poll",
+    ] {
+        let (s, b, _) = pg(&api, "POST", path, Some(json!({"qty":6}))).await;
+        assert_eq!(
+            (s, err(&b)),
+            (400, Some("invalid_request".into())),
+            "{path}"
+        );
+    }
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/read-poll",
+        Some(json!({"max_poll_seconds":21})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (400, Some("poll_limit_exceeded".into())));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/messages/batch",
+        Some(json!({"messages":[{},{},{}]})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_request".into())));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/messages/batch",
+        Some(json!({"messages":[{}],"headers":[]})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_request".into())));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/messages/batch",
+        Some(json!({"messages":[]})),
+    )
+    .await;
+    assert_eq!((s, b), (201, json!({"msg_ids":[]})));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/read",
+        Some(json!({"conditional":{"a":1}})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (501, Some("not_supported".into())));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/q/read",
+        Some(json!({"conditional":{}})),
+    )
+    .await;
+    assert_eq!((s, b), (200, json!({"messages":[]})));
+
+    let long = "a".repeat(48);
+    let (s, b, _) = pg(&api, "PUT", &format!("/v1/queues/{long}"), None).await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_queue_name".into())));
+    let (s, _, _) = pg(&api, "PUT", &format!("/v1/queues/{}", &long[1..]), None).await;
+    assert_eq!(s, 201);
+
+    let (s, b, _) = pg(&api, "GET", "/v1/queues/q", None).await;
+    assert_eq!((s, b), (405, json!({"detail":"Method Not Allowed"})));
+    let (s, b, _) = pg(&api, "GET", "/v1/nothing", None).await;
+    assert_eq!((s, b), (404, json!({"detail":"Not Found"})));
+
+    // A topic is not a pgmq queue (§5.1).
+    api.create_queue("sub", json!({"kind":"subscription"}))
+        .await;
+    api.subscribe("events", "sub", None).await;
+    let (s, b, _) = pg(&api, "PUT", "/v1/queues/events", None).await;
+    assert_eq!((s, err(&b)), (404, Some("queue_not_found".into())));
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/events/messages",
+        Some(json!({"message":{}})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (404, Some("queue_not_found".into())));
+}
+
+#[tokio::test]
+async fn a_message_crosses_dialects_and_is_counted_once() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/x", None).await;
+    // pgmq → Connect-JSON: the body is the message's JSON text.
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/x/messages",
+        Some(json!({"message":{"k":"v"}})),
+    )
+    .await;
+    let id = b["msg_id"].as_i64().expect("id");
+    let got = api
+        .ok(
+            "QueueService/Receive",
+            json!({"queue":"x","max_messages":1}),
+        )
+        .await;
+    let m = &messages(&got)[0];
+    assert_eq!(m["seq_number"], json!(id));
+    assert_eq!(m["body"], json!(b64(r#"{"k":"v"}"#)));
+    let token = m["lock_token"].clone();
+    api.ok(
+        "QueueService/Complete",
+        json!({"queue":"x","seq_number":id,"lock_token":token}),
+    )
+    .await;
+
+    // Connect-JSON → pgmq: JSON bodies parse, others become strings.
+    let json_seq = api.send_text("x", r#"{"from":"connect"}"#).await;
+    let text_seq = api.send_text("x", "plain text").await;
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/x/read", Some(json!({"qty":5}))).await;
+    let read = b["messages"].as_array().expect("messages");
+    assert_eq!(read[0]["msg_id"], json!(json_seq));
+    assert_eq!(read[0]["message"], json!({"from":"connect"}));
+    assert_eq!(read[0]["headers"], Value::Null);
+    assert_eq!(read[1]["msg_id"], json!(text_seq));
+    assert_eq!(read[1]["message"], json!("plain text"));
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/x/messages/delete",
+        Some(json!({"msg_ids":[json_seq, text_seq]})),
+    )
+    .await;
+    assert_eq!(ids(&b["msg_ids"]), vec![json_seq, text_seq]);
+
+    let stats = api.stats("x").await;
+    assert_eq!(stats["active"], json!(0));
+    assert_eq!(stats["locked"], json!(0));
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/x/metrics", None).await;
+    assert_eq!(
+        (b["total_messages"].clone(), b["queue_length"].clone()),
+        (json!(3), json!(0))
+    );
+}
+
+#[tokio::test]
+async fn delete_archive_and_set_vt_take_a_message_from_its_mqlite_lease_holder() {
+    let api = Api::new(&[]);
+    api.create_queue("l", json!({})).await;
+    for how in ["delete", "archive", "vt"] {
+        let seq = api.send_text("l", "{}").await;
+        let got = api
+            .ok(
+                "QueueService/Receive",
+                json!({"queue":"l","max_messages":1}),
+            )
+            .await;
+        let token = messages(&got)[0]["lock_token"].clone();
+        let (status, _, _) = match how {
+            "delete" => {
+                pg(
+                    &api,
+                    "DELETE",
+                    &format!("/v1/queues/l/messages/{seq}"),
+                    None,
+                )
+                .await
+            }
+            "archive" => {
+                pg(
+                    &api,
+                    "POST",
+                    &format!("/v1/queues/l/messages/{seq}/archive"),
+                    None,
+                )
+                .await
+            }
+            _ => {
+                pg(
+                    &api,
+                    "POST",
+                    &format!("/v1/queues/l/messages/{seq}/vt"),
+                    Some(json!({"vt":0})),
+                )
+                .await
+            }
+        };
+        assert!(status == 204 || status == 200, "{how}: {status}");
+        api.fails(
+            "QueueService/Complete",
+            json!({"queue":"l","seq_number":seq,"lock_token":token}),
+            409,
+            "lock_lost",
+        )
+        .await;
+        if how == "vt" {
+            // set_vt made it visible again: a pgmq read takes it.
+            let (_, b, _) = pg(&api, "POST", "/v1/queues/l/pop", Some(json!({}))).await;
+            assert_eq!(b["messages"][0]["msg_id"], json!(seq));
+        }
+    }
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/l/metrics", None).await;
+    assert_eq!(b["queue_length"], json!(0));
+}
+
+#[tokio::test]
+async fn a_pgmq_read_respects_max_delivery_count_and_the_dlq() {
+    let api = Api::new(&[]);
+    api.create_queue("d", json!({"max_delivery_count":2})).await;
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/d/messages",
+        Some(json!({"message":{"a":1}})),
+    )
+    .await;
+    let id = b["msg_id"].as_i64().expect("id");
+    for round in 1..=2 {
+        let (_, b, _) = pg(&api, "POST", "/v1/queues/d/read", Some(json!({"vt":1}))).await;
+        assert_eq!(b["messages"][0]["read_ct"], json!(round));
+        // Invisible until vt passes.
+        let (_, b, _) = pg(&api, "POST", "/v1/queues/d/read", Some(json!({"vt":1}))).await;
+        assert_eq!(b, json!({"messages":[]}));
+        api.advance(1_000);
+    }
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/d/read", Some(json!({"vt":1}))).await;
+    assert_eq!(
+        b,
+        json!({"messages":[]}),
+        "two deliveries used up: dead-lettered"
+    );
+    let stats = api.stats("d").await;
+    assert_eq!(stats["dead_lettered"], json!(1));
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/d/metrics", None).await;
+    assert_eq!(
+        (b["queue_length"].clone(), b["total_messages"].clone()),
+        (json!(0), json!(1))
+    );
+    let (s, _, _) = pg(&api, "DELETE", &format!("/v1/queues/d/messages/{id}"), None).await;
+    assert_eq!(s, 404, "a dead letter is outside pgmq's queue");
+    let peek = api
+        .ok(
+            "QueueService/Peek",
+            json!({"queue":"d","state":"dead_lettered","max":5}),
+        )
+        .await;
+    assert_eq!(
+        messages(&peek)[0]["dead_letter_reason"],
+        json!("MaxDeliveryCountExceeded")
+    );
+}
+
+#[tokio::test]
+async fn read_poll_waits_within_its_bound_and_returns_empty() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/p", None).await;
+    let started = std::time::Instant::now();
+    let (s, b, trips) = pg(
+        &api,
+        "POST",
+        "/v1/queues/p/read-poll",
+        Some(json!({"max_poll_seconds":1,"poll_interval_ms":100})),
+    )
+    .await;
+    let waited = started.elapsed().as_millis();
+    assert_eq!((s, b), (200, json!({"messages":[]})));
+    assert!((1000..3000).contains(&waited), "waited {waited} ms");
+    assert!((2..=40).contains(&trips), "{trips} polls");
+    pg(
+        &api,
+        "POST",
+        "/v1/queues/p/messages",
+        Some(json!({"message":{}})),
+    )
+    .await;
+    let (_, b, trips) = pg(
+        &api,
+        "POST",
+        "/v1/queues/p/read-poll",
+        Some(json!({"max_poll_seconds":5})),
+    )
+    .await;
+    assert_eq!(
+        (b["messages"].as_array().map(Vec::len), trips),
+        (Some(1), 1)
+    );
+}
+
+#[tokio::test]
+async fn credentials_bearer_api_key_pgmq_keys_and_managed_keys() {
+    let api = Api::new(&[
+        ("PGMQ_API_KEY", "legacy"),
+        ("PGMQ_API_KEYS", "ci:ci-secret,ops:ops-secret"),
+    ]);
+    let unauthorized = |s: u16, b: &Value| s == 401 && b["error"] == json!("unauthorized");
+    let (s, b, _) = pg_with(&api, "GET", "/v1/queues", None, &[]).await;
+    assert!(unauthorized(s, &b), "{s} {b}");
+    for headers in [
+        vec![("Authorization", "Bearer T")],
+        vec![("X-API-Key", "T")],
+        vec![("X-API-Key", "legacy")],
+        vec![("Authorization", "Bearer ci-secret")],
+        vec![
+            ("X-API-Key", "ops-secret"),
+            ("Authorization", "Bearer ops-secret"),
+        ],
+    ] {
+        let (s, _, _) = pg_with(&api, "GET", "/v1/queues", None, &headers).await;
+        assert_eq!(s, 200, "{headers:?}");
+    }
+    for headers in [
+        vec![("X-API-Key", "T"), ("Authorization", "Bearer legacy")],
+        vec![("X-API-Key", "nope")],
+        vec![("Authorization", "Basic T")],
+    ] {
+        let (s, b, _) = pg_with(&api, "GET", "/v1/queues", None, &headers).await;
+        assert!(unauthorized(s, &b), "{headers:?}: {s} {b}");
+    }
+    // Managed keys: per-route permissions, checked inside the one round trip.
+    pg(&api, "PUT", "/v1/queues/k", None).await;
+    let listen = api.mint_key(&["listen"]).await;
+    let auth = format!("Bearer {listen}");
+    let h = [("Authorization", auth.as_str())];
+    let (s, _, t) = pg_with(&api, "POST", "/v1/queues/k/read", Some(json!({})), &h).await;
+    assert_eq!((s, t), (200, 1));
+    let (s, b, _) = pg_with(
+        &api,
+        "POST",
+        "/v1/queues/k/messages",
+        Some(json!({"message":{}})),
+        &h,
+    )
+    .await;
+    assert!(unauthorized(s, &b), "{s} {b}");
+    let (s, b, _) = pg_with(&api, "GET", "/v1/queues", None, &h).await;
+    assert!(unauthorized(s, &b), "{s} {b}");
+    // A key that does not exist is refused even when validation fails first.
+    let fake = format!("Bearer mqk_{}", "0".repeat(64));
+    let (s, b, _) = pg_with(
+        &api,
+        "POST",
+        "/v1/queues/k/read",
+        Some(json!({"qty":"x"})),
+        &[("Authorization", fake.as_str())],
+    )
+    .await;
+    assert!(unauthorized(s, &b), "{s} {b}");
+
+    // Health is public and reports auth.
+    let (s, b, t) = pg_with(&api, "GET", "/health", None, &[]).await;
+    assert_eq!(
+        (s, b["status"].clone(), b["auth"].clone(), t),
+        (200, json!("ok"), json!("enabled"), 0)
+    );
+    let off = Api::new(&[("MQLITE_TOKENS", "off")]);
+    let (s, b, _) = pg_with(&off, "GET", "/v1/health", None, &[]).await;
+    assert_eq!((s, b["auth"].clone()), (200, json!("disabled")));
+    let (s, _, _) = pg_with(&off, "GET", "/v1/queues", None, &[]).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn cors_follows_the_pgmq_origin_list() {
+    let api = Api::new(&[(
+        "PGMQ_API_CORS_ORIGINS",
+        "https://a.example, https://b.example",
+    )]);
+    let response = api
+        .request(
+            "OPTIONS",
+            "/v1/queues",
+            &[
+                ("Origin", "https://b.example"),
+                ("Access-Control-Request-Method", "PUT"),
+            ],
+            b"",
+        )
+        .await;
+    assert_eq!(response.status, 204);
+    assert_eq!(
+        response.header("Access-Control-Allow-Origin"),
+        Some("https://b.example")
+    );
+    assert_eq!(response.header("Vary"), Some("Origin"));
+    assert_eq!(
+        response.header("Access-Control-Allow-Methods"),
+        Some("GET, POST, PUT, DELETE, OPTIONS")
+    );
+    assert_eq!(
+        response.header("Access-Control-Allow-Headers"),
+        Some("Authorization, X-API-Key, Content-Type")
+    );
+    let response = api
+        .request(
+            "GET",
+            "/v1/queues",
+            &[ADMIN_AUTH, ("Origin", "https://evil.example")],
+            b"",
+        )
+        .await;
+    assert_eq!(
+        (
+            response.status,
+            response.header("Access-Control-Allow-Origin")
+        ),
+        (200, None)
+    );
+    // Unset: the Connect-JSON side's rule (`*` with auth on).
+    let api = Api::new(&[]);
+    let response = api
+        .request("GET", "/health", &[("Origin", "https://x.example")], b"")
+        .await;
+    assert_eq!(response.header("Access-Control-Allow-Origin"), Some("*"));
+}
+
+#[tokio::test]
+async fn health_never_touches_the_database_and_ready_reports_it_down() {
+    let api = Api::new(&[]);
+    api.create_queue("warm-up", json!({})).await;
+    let (s, b, t) = pg_with(&api, "GET", "/v1/ready", None, &[]).await;
+    assert_eq!((s, b, t), (200, json!({"status":"ok"}), 1));
+    let down = Api::unreachable(&[]);
+    for path in ["/health", "/v1/health"] {
+        let (s, b, t) = pg_with(&down, "GET", path, None, &[]).await;
+        assert_eq!((s, b["status"].clone(), t), (200, json!("ok"), 0), "{path}");
+    }
+    let (s, b, _) = pg_with(&down, "GET", "/v1/ready", None, &[]).await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (503, json!("dependency_unavailable"))
+    );
+    let (s, b, _) = pg(&down, "GET", "/v1/queues", None).await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (503, json!("dependency_unavailable"))
+    );
+}
+
+#[tokio::test]
+async fn archived_messages_leave_with_the_dead_letter_age_bound() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/a", None).await;
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/a/messages/batch",
+        Some(json!({"messages":[{},{}]})),
+    )
+    .await;
+    let archived = ids(&b["msg_ids"]);
+    pg(
+        &api,
+        "POST",
+        "/v1/queues/a/messages/archive",
+        Some(json!({"msg_ids": archived})),
+    )
+    .await;
+    let count = || query(api.engine(), "SELECT count(*) FROM archived_messages");
+    assert_eq!(count().await, vec![vec![json!(2)]]);
+    let retention = mqlite_edge::engine::Retention::default();
+    api.engine().sweep(&retention).await.expect("sweep");
+    assert_eq!(
+        count().await,
+        vec![vec![json!(2)]],
+        "younger than the bound"
+    );
+    api.advance(retention.max_age_ms + 1);
+    api.engine().sweep(&retention).await.expect("sweep");
+    assert_eq!(count().await, vec![vec![json!(0)]]);
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/a/metrics", None).await;
+    assert_eq!(b["total_messages"], json!(2));
+}
