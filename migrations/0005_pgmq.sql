@@ -10,15 +10,12 @@ ALTER TABLE messages ADD COLUMN last_read_at INTEGER;
 
 -- Metrics' `total_messages` is every message ever sent to the queue
 -- (pgmq reports its sequence's value). `messages.id` is shared by every
--- queue, so each queue counts its own inserts: one update of the queue's
--- row per inserted message, through either dialect (a topic copy counts in
--- its subscription). Queues that exist now start from the rows they hold.
+-- queue, so each queue counts its own inserts. The statement after each
+-- insert adds what that insert added (`COUNT_SENT`, docs/engine.md): one
+-- write per queue and request, where a trigger would write once per
+-- message. Queues that exist now start from the rows they hold.
 ALTER TABLE queues ADD COLUMN sent_total INTEGER NOT NULL DEFAULT 0;
 UPDATE queues SET sent_total = (SELECT count(*) FROM messages WHERE queue = queues.name);
-CREATE TRIGGER sent_total_on_insert AFTER INSERT ON messages
-BEGIN
-  UPDATE queues SET sent_total = sent_total + 1 WHERE name = NEW.queue;
-END;
 
 -- Archived messages: a terminal state. An archived message leaves
 -- `messages` (so no claim, housekeeping, Stats or Peek ever sees it again)

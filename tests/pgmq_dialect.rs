@@ -809,3 +809,66 @@ async fn archived_messages_leave_with_the_dead_letter_age_bound() {
     let (_, b, _) = pg(&api, "GET", "/v1/queues/a/metrics", None).await;
     assert_eq!(b["total_messages"], json!(2));
 }
+
+/// `total_messages` counts every message ever inserted into a queue, by
+/// every path that inserts: a Connect-JSON batch, a dedup replay (which
+/// inserts nothing), a topic publish into two subscriptions, a redrive into
+/// another queue, and pgmq sends — and nothing else's inserts.
+#[tokio::test]
+async fn total_messages_counts_every_insert_path_once() {
+    let api = Api::new(&[]);
+    api.create_queue("a", json!({"dedup_window_ms": 60000}))
+        .await;
+    api.create_queue("b", json!({"max_delivery_count": 1}))
+        .await;
+    let total = |q: &'static str| {
+        let api = &api;
+        async move {
+            let (_, b, _) = pg(api, "GET", &format!("/v1/queues/{q}/metrics"), None).await;
+            b["total_messages"].clone()
+        }
+    };
+    let batch: Vec<Value> = (0..5)
+        .map(|i| json!({"body": "eA==", "message_id": format!("m{i}")}))
+        .collect();
+    api.ok("QueueService/Send", json!({"queue":"a","messages":batch}))
+        .await;
+    // The same message ids again: deduplicated, nothing inserted.
+    api.ok("QueueService/Send", json!({"queue":"a","messages":batch}))
+        .await;
+    assert_eq!(total("a").await, json!(5));
+    assert_eq!(total("b").await, json!(0));
+
+    api.subscribe("t", "s1", None).await;
+    api.subscribe("t", "s2", None).await;
+    let three: Vec<Value> = (0..3).map(|_| json!({"body": "eA=="})).collect();
+    api.ok("QueueService/Send", json!({"queue":"t","messages":three}))
+        .await;
+    assert_eq!(total("s1").await, json!(3));
+    assert_eq!(total("s2").await, json!(3));
+
+    // One dead letter in b, redriven into a: a gains one insert.
+    api.send_text("b", "x").await;
+    let got = api.ok("QueueService/Receive", json!({"queue":"b"})).await;
+    let m = &got["messages"][0];
+    api.ok(
+        "QueueService/Abandon",
+        json!({"queue":"b","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
+    )
+    .await;
+    api.ok("AdminService/Redrive", json!({"queue":"b","target":"a"}))
+        .await;
+    assert_eq!(total("a").await, json!(6));
+    assert_eq!(total("b").await, json!(1));
+
+    let (status, _, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/b/messages/batch",
+        Some(json!({"messages":[{"n":1},{"n":2}]})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    assert_eq!(total("b").await, json!(3));
+    assert_eq!(total("a").await, json!(6));
+}

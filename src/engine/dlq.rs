@@ -167,6 +167,7 @@ impl<T: Transport> Engine<T> {
             let copy_args = args(vec![marker.as_str().into(), request.target.as_str().into()]);
             program.step(&MARK_CHUNK, marked());
             let copied = program.step(&COPY_CHUNK, copy_args);
+            program.step(&super::send::COUNT_SENT, vec![]);
             program.step(&DELETE_CHUNK, marked());
             copied
         };

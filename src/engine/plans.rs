@@ -164,6 +164,13 @@ fn housekeeping_uses_queue_leading_partial_indexes() {
 }
 
 #[test]
+fn counting_sent_messages_reads_only_the_inserts_rowid_range() {
+    let d = plan(&send::COUNT_SENT, vec![]);
+    assert_no_message_scan("count sent", &d);
+    assert_uses("count sent", &d, "USING INTEGER PRIMARY KEY (rowid>?)");
+}
+
+#[test]
 fn the_housekeeping_gate_reads_three_index_heads() {
     let d = plan(&maintenance::ONE_QUEUE_DUE, vec![text("q")]);
     assert_no_message_scan("housekeeping gate", &d);

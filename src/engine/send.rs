@@ -178,6 +178,24 @@ const OUTCOME_VERDICT: i64 = 0;
 const OUTCOME_DEDUP: i64 = 1;
 const OUTCOME_SUBSCRIPTION: i64 = 2;
 
+/// Adds what the insert just before it added to each queue's
+/// `sent_total` (pgmq metrics' `total_messages`, docs/pgmq.md). That
+/// insert's rows are the last `changes()` ids AUTOINCREMENT handed out
+/// (contiguous: one writer, one statement), so they are one rowid range;
+/// one write per queue and request instead of one per message. It must
+/// run right after the insert, before any other write changes
+/// `changes()`.
+pub(super) const COUNT_SENT: Statement = crate::statement!(
+    "\
+UPDATE queues SET sent_total = sent_total + (
+  SELECT count(*) FROM messages m
+  WHERE m.id > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()
+    AND m.queue = queues.name)
+WHERE changes() > 0 AND name IN (
+  SELECT m.queue FROM messages m
+  WHERE m.id > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes())"
+);
+
 impl<T: Transport> Engine<T> {
     /// Enqueues messages into a queue, or publishes them to a topic's
     /// matching subscriptions (semantics §4, §13.1). Returns one seq per
@@ -298,6 +316,7 @@ impl<T: Transport> Engine<T> {
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
         let inserted = program.step_with_blobs(&INSERT_MESSAGES, insert_args, bodies);
+        program.step(&COUNT_SENT, vec![]);
         let outcome = program.step(&READ_OUTCOME, outcome_args);
         let committed = match self.run(&mut program).await {
             Ok(committed) => committed,

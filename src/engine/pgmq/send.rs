@@ -97,6 +97,7 @@ impl<T: Transport> Engine<T> {
                 absolute.map_or(crate::store::hrana::Value::Null, Into::into),
             ],
         );
+        program.step(&crate::engine::send::COUNT_SENT, vec![]);
         let committed = match self.run(&mut program).await {
             Ok(committed) => committed,
             Err(RunError::Rejected(step)) if step == missing => {
