@@ -2,17 +2,20 @@
 //! and response types so the whole pipeline runs natively in tests. The
 //! Worker shell only converts `worker::Request`/`Response` to these.
 //!
-//! Check order (wire §1.2): CORS preflight → open paths → authentication →
+//! Check order (wire §1.2): CORS preflight → open paths (`/`, `/healthz`,
+//! `/ui`, and the contract's documents `/openapi.json`, `/docs`, `/redoc`) → authentication →
 //! route lookup → permission → method → body cap → strict decoding → handler.
 
 mod auth;
 mod card;
 mod config;
+mod docs;
 mod routes;
 mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config};
+pub use docs::OPENAPI_JSON;
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
@@ -206,6 +209,10 @@ impl<T: Transport> Service<T> {
 
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
         let path = request.path.as_str();
+        // The contract's documents need neither configuration nor database.
+        if let Some(response) = docs::serve(&request.method, path) {
+            return response;
+        }
         let (config, engine) = match &self.setup {
             Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
@@ -406,6 +413,19 @@ impl Target {
 
 /// Served only when `MQLITE_METRICS=on`; otherwise an unknown path.
 const METRICS_PATH: &str = "/metrics";
+
+/// The routes besides the RPC catalogue, as (method, path): the card and the
+/// liveness probe (which answer any method), `/metrics` and the contract's
+/// documents. `/openapi.json` must describe exactly these plus [`ROUTES`]
+/// (`tests/openapi_drift.rs`).
+pub const FIXED_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/healthz"),
+    ("GET", METRICS_PATH),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/redoc"),
+];
 
 /// Asks the key store about a managed key: 401 unless it is live; with
 /// `check_permission`, 403 unless it holds what its route requires. A
