@@ -2,7 +2,7 @@
 //! and response types so the whole pipeline runs natively in tests. The
 //! Worker shell only converts `worker::Request`/`Response` to these.
 //!
-//! Check order (wire §1.2): CORS preflight → open paths (`/`, `/healthz`,
+//! Check order (docs/http-api.md#check-order): CORS preflight → open paths (`/`, `/healthz`,
 //! `/ui`, and the contract's documents `/openapi.json`, `/docs`, `/redoc`) → authentication →
 //! route lookup → permission → method → body cap → strict decoding → handler.
 
@@ -364,7 +364,7 @@ impl<T: Transport> Service<T> {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         };
-        // Wire §1.1: secrets and live observations are never cached.
+        // docs/http-api.md#transport: secrets and live observations are never cached.
         if matches!(
             route.rpc,
             Rpc::Observe | Rpc::CreateKey | Rpc::ListKeys | Rpc::RevokeKey
@@ -377,7 +377,7 @@ impl<T: Transport> Service<T> {
     }
 }
 
-/// `GET /metrics` (wire §10): the Observe observation as Prometheus text.
+/// `GET /metrics` (docs/http-api.md#metrics): the Observe observation as Prometheus text.
 async fn metrics<T: Transport, W: Waiter>(
     engine: &Engine<T>,
     context: &rpc::Context<'_, W>,
