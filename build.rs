@@ -25,10 +25,21 @@ fn main() {
         }
     };
     let out = std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into());
-    if let Err(e) = std::fs::write(Path::new(&out).join("openapi.json"), document) {
-        eprintln!("openapi: cannot write the merged document: {e}");
-        std::process::exit(1);
+    let etag = format!("\"{:016x}\"", fnv1a(document.as_bytes()));
+    for (name, text) in [("openapi.json", document.as_str()), ("openapi.etag", &etag)] {
+        if let Err(e) = std::fs::write(Path::new(&out).join(name), text) {
+            eprintln!("openapi: cannot write {name}: {e}");
+            std::process::exit(1);
+        }
     }
+}
+
+/// FNV-1a, 64 bits: the document's entity tag (a change detector, not a
+/// security boundary), so a client revalidates with `If-None-Match`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn read(path: &Path) -> Result<Map<String, Value>, String> {

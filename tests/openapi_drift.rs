@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use mqlite_edge::http::{FIXED_ROUTES, OPENAPI_JSON, ROUTES};
+use mqlite_edge::http::{FIXED_ROUTES, OPENAPI_ETAG, OPENAPI_JSON, ROUTES};
 use serde_json::Value;
 use support::*;
 
@@ -180,6 +180,35 @@ async fn the_document_is_cacheable_json_and_other_methods_are_refused() {
     let r = api.request("GET", "/openapi.json", &[], b"").await;
     assert_eq!(r.header("Content-Type"), Some("application/json"));
     assert_eq!(r.header("Cache-Control"), Some("public, max-age=300"));
+    assert_eq!(json_body(&r), document());
+    let etag = r.header("ETag").unwrap_or_default().to_owned();
+    assert_eq!(etag, OPENAPI_ETAG);
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"') && etag.len() == 18,
+        "{etag}"
+    );
+    // A client holding the current document revalidates to an empty 304.
+    for held in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"other\", {etag}"),
+    ] {
+        let r = api
+            .request("GET", "/openapi.json", &[("If-None-Match", &held)], b"")
+            .await;
+        assert_eq!(r.status, 304, "{held}");
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("ETag"), Some(etag.as_str()));
+    }
+    let r = api
+        .request(
+            "GET",
+            "/openapi.json",
+            &[("If-None-Match", "\"other\"")],
+            b"",
+        )
+        .await;
+    assert_eq!(r.status, 200);
     assert_eq!(json_body(&r), document());
     let r = api.request("POST", "/openapi.json", &[], b"").await;
     assert_eq!(r.status, 405);

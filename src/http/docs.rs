@@ -10,6 +10,9 @@ use super::Response;
 /// The merged document, fixed for a build.
 pub const OPENAPI_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
 
+/// Its entity tag (quoted), computed by `build.rs` from the document.
+pub const OPENAPI_ETAG: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.etag"));
+
 /// The document changes only with a deployment: let clients and edges keep
 /// it a few minutes, and revalidate after that.
 const CACHE: &str = "public, max-age=300";
@@ -47,8 +50,9 @@ Redoc.init("/openapi.json", {}, document.getElementById("redoc"));
 </html>
 "##;
 
-/// The answer for a documentation path, or `None` for any other path.
-pub fn serve(method: &str, path: &str) -> Option<Response> {
+/// The answer for a documentation path, or `None` for any other path. A
+/// revalidation of the current document (`If-None-Match`) is `304`.
+pub fn serve(method: &str, path: &str, if_none_match: Option<&str>) -> Option<Response> {
     let (content_type, body) = match path {
         "/openapi.json" => ("application/json", OPENAPI_JSON),
         "/docs" => ("text/html; charset=utf-8", SWAGGER_UI),
@@ -63,13 +67,20 @@ pub fn serve(method: &str, path: &str) -> Option<Response> {
         response.headers.push(("Allow".into(), "GET, HEAD".into()));
         return Some(response);
     }
+    let mut headers = vec![
+        ("Content-Type".into(), content_type.into()),
+        ("Cache-Control".into(), CACHE.into()),
+    ];
+    if path == "/openapi.json" {
+        headers.push(("ETag".into(), OPENAPI_ETAG.into()));
+        let current = |tag: &str| {
+            let tag = tag.trim().trim_start_matches("W/");
+            tag == "*" || tag == OPENAPI_ETAG
+        };
+        if if_none_match.is_some_and(|tags| tags.split(',').any(current)) {
+            return Some(Response::new(304, headers, Vec::new()));
+        }
+    }
     let body = if method == "HEAD" { "" } else { body };
-    Some(Response::new(
-        200,
-        vec![
-            ("Content-Type".into(), content_type.into()),
-            ("Cache-Control".into(), CACHE.into()),
-        ],
-        body.as_bytes().to_vec(),
-    ))
+    Some(Response::new(200, headers, body.as_bytes().to_vec()))
 }

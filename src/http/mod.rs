@@ -15,7 +15,7 @@ mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config};
-pub use docs::OPENAPI_JSON;
+pub use docs::{OPENAPI_ETAG, OPENAPI_JSON};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
@@ -210,7 +210,8 @@ impl<T: Transport> Service<T> {
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
         let path = request.path.as_str();
         // The contract's documents need neither configuration nor database.
-        if let Some(response) = docs::serve(&request.method, path) {
+        let revalidating = request.header_values("If-None-Match").next();
+        if let Some(response) = docs::serve(&request.method, path, revalidating) {
             return response;
         }
         let (config, engine) = match &self.setup {
