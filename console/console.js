@@ -82,7 +82,7 @@ function asText(bytes) {
   }
 }
 
-// `key=value` lines → properties object (values are strings, wire §5.1).
+// `key=value` lines → properties object (values are strings, docs/http-api.md "Shapes").
 function parseProps(text) {
   const props = {};
   for (const line of text.split("\n")) {

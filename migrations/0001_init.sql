@@ -1,4 +1,4 @@
--- mqlite-edge schema, version 1 (semantics §18). All times are INTEGER epoch ms.
+-- mqlite-edge schema, version 1 (docs/engine.md). All times are INTEGER epoch ms.
 -- Applied by the Worker itself (or `mqlite-edge-migrate`) inside one
 -- transaction that also records the version in `schema_version`.
 

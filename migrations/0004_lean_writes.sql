@@ -9,7 +9,7 @@ BEGIN
   DELETE FROM messages WHERE id = NEW.id;
 END;
 
--- Dedup in the insert itself (semantics §5). A Send inserts only the
+-- Dedup in the insert itself (docs/semantics.md#dedup). A Send inserts only the
 -- copies that may be new (the first copy of each key in the request, and
 -- only if no entry of its queue is still in its window) and stamps each
 -- row of a queue with a window with its dedup key and request hash; this

@@ -5,11 +5,29 @@ source "$(dirname "$0")/lib/common.sh"
 use_tools_path
 cd "$REPO_ROOT"
 
+# Static assets (wrangler.toml [assets]): Swagger UI and ReDoc for /docs and
+# /redoc, served by the platform from this Worker's origin. Copied only when
+# they differ, and by rename, so concurrent `wrangler dev` starts never see a
+# half-written file.
+vendor_asset() { # source destination
+  local src="$1" dst="build/assets/$2"
+  [ -f "$src" ] || die "$src is missing: run scripts/setup.sh (or make dev / make test)"
+  cmp -s "$src" "$dst" 2>/dev/null && return 0
+  mkdir -p "$(dirname "$dst")"
+  cp "$src" "$dst.tmp.$$" && mv -f "$dst.tmp.$$" "$dst"
+}
+ui="$DOCS_UI_DIR/node_modules"
+vendor_asset "$ui/swagger-ui-dist/swagger-ui-bundle.js" docs/swagger-ui/swagger-ui-bundle.js
+vendor_asset "$ui/swagger-ui-dist/swagger-ui.css" docs/swagger-ui/swagger-ui.css
+vendor_asset "$ui/swagger-ui-dist/LICENSE" docs/swagger-ui/LICENSE
+vendor_asset "$ui/redoc/bundles/redoc.standalone.js" redoc/redoc.standalone.js
+vendor_asset "$ui/redoc/LICENSE" redoc/LICENSE
+
 if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0; fi
 # worker-build always re-runs wasm-bindgen and wasm-opt: skip it when nothing
 # that goes into the Worker changed since the last build.
 if [ -f build/worker/shim.mjs ] && [ -f build/index_bg.wasm ] \
-   && [ -z "$(find src console migrations Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
+   && [ -z "$(find src console migrations openapi build.rs Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
   log "Worker build is up to date"
   exit 0
 fi

@@ -69,6 +69,7 @@ cat <<MSG
     console:      http://127.0.0.1:$PORT/ui  (sign in with the admin token)
     admin token:  ${tokens%%,*}
     database:     $db_url
+    API docs:     http://127.0.0.1:$PORT/docs (Swagger UI), /redoc, /openapi.json
 
   Try:  curl -s http://127.0.0.1:$PORT/ | python3 -m json.tool
   Stop: Ctrl-C

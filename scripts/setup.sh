@@ -108,10 +108,38 @@ JSON
   "$WRANGLER_BIN" --version >/dev/null 2>&1 || die "wrangler does not start (needs Node >= 22.12)"
 }
 
-ensure_apt_packages curl python3
+# Swagger UI and ReDoc from npm, for /docs and /redoc (only their prebuilt
+# bundles are used; install scripts never run).
+ensure_docs_ui() {
+  local modules="$DOCS_UI_DIR/node_modules"
+  if grep -qs "\"version\": \"$SWAGGER_UI_VERSION\"" "$modules/swagger-ui-dist/package.json" \
+     && grep -qs "\"version\": \"$REDOC_VERSION\"" "$modules/redoc/package.json"; then
+    return 0
+  fi
+  mkdir -p "$DOCS_UI_DIR"
+  cat >"$DOCS_UI_DIR/package.json" <<JSON
+{ "name": "mqlite-edge-docs-ui", "private": true, "version": "0.0.0",
+  "dependencies": { "swagger-ui-dist": "$SWAGGER_UI_VERSION", "redoc": "$REDOC_VERSION" } }
+JSON
+  log "installing swagger-ui-dist $SWAGGER_UI_VERSION and redoc $REDOC_VERSION from npm"
+  (cd "$DOCS_UI_DIR" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) \
+    || die "npm install of swagger-ui-dist and redoc failed"
+}
+
+ensure_schemathesis() {
+  "$SCHEMATHESIS_VENV/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION" && return 0
+  log "installing schemathesis $SCHEMATHESIS_VERSION from PyPI into $SCHEMATHESIS_VENV"
+  python3 -m venv "$SCHEMATHESIS_VENV" \
+    && "$SCHEMATHESIS_VENV/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION" >&2 \
+    || die "cannot install schemathesis==$SCHEMATHESIS_VERSION from PyPI"
+}
+
+ensure_apt_packages curl python3 python3-venv
 ensure_wasm_toolchain
 ensure_cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build --locked
 ensure_cargo_tool wasm-bindgen-cli "$WASM_BINDGEN_VERSION" wasm-bindgen
 ensure_npm_tools
+ensure_docs_ui
+ensure_schemathesis
 ensure_promtool
 log "toolchain ready ($(cat "$WASM_TOOLCHAIN_DIR/mode") wasm route)"

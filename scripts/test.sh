@@ -36,7 +36,8 @@ bash scripts/build-worker.sh
 cargo build --release --quiet -p mqlite-libsql || die "building mqlite-libsql failed"
 
 export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
-  MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql"
+  MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql" \
+  MQLITE_E2E_SCHEMATHESIS="$SCHEMATHESIS_VENV/bin/st"
 
 log "end-to-end tests through workerd (local libSQL server)"
 cargo test -p mqlite-e2e --test e2e

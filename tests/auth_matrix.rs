@@ -1,4 +1,4 @@
-//! The auth matrix (wire §3.3–§3.5): every served route, plus `/metrics`,
+//! The auth matrix (docs/http-api.md#credentials): every served route, plus `/metrics`,
 //! against every kind of credential. Refused credentials are 401 whatever
 //! the route; valid ones are 403 exactly where the route's permission is
 //! not held, and otherwise reach the handler (whose own answer may be any

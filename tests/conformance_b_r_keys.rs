@@ -779,7 +779,7 @@ async fn invalid_body_with_an_unknown_key_is_401_not_400() {
     assert_eq!(r.status, 401);
 }
 
-/// Wire §1.1: key-management responses are never cached (the secret of a
+/// docs/http-api.md#transport: key-management responses are never cached (the secret of a
 /// CreateKey exists only in its answer).
 #[tokio::test]
 async fn key_management_answers_carry_no_store() {

@@ -106,7 +106,7 @@ async fn c069_c070_body_cap_boundary_checked_before_existence() {
     assert_eq!(api.stats("q").await["total"], 1);
 }
 
-/// Wire §6.1 check order: a scheduled request is time-checked before
+/// docs/http-api.md#rpcs check order: a scheduled request is time-checked before
 /// anything else, so a past time wins over an oversized body; with a
 /// future time the body cap answers.
 #[tokio::test]
@@ -230,7 +230,7 @@ async fn c075_c076_schedule_time_must_be_a_future_instant() {
             )
             .await;
         }
-        // Validation before work (decisions.md #5): also with no messages.
+        // Validation before work (docs/deviations.md D5): also with no messages.
         api.fails(
             rpc,
             json!({"queue":"q","scheduled_enqueue_time_ms":now - 1,"messages":[]}),

@@ -289,7 +289,7 @@ async fn c178_c179_retention_by_count_keeps_the_newest() {
     api.create_queue("q", json!({"dlq_max_count":2})).await;
     api.create_queue("inherit", json!({})).await;
     api.create_queue("untouched", json!({})).await;
-    // decisions.md #4 (corrected): a negative bound is the queue's opt-out.
+    // docs/deviations.md D4 (corrected): a negative bound is the queue's opt-out.
     api.create_queue(
         "opted-out",
         json!({"dlq_max_count":-1,"dlq_max_age_ms":-1,"dlq_max_bytes":-1}),

@@ -221,7 +221,7 @@ async fn c212_status() {
     assert_eq!(status["subscriptions"], 1);
     assert!(status["uptime_ms"].as_i64().expect("uptime") >= 0);
     assert_eq!(status["auth"], true);
-    // The spec's eleven members plus the Worker's `writes` (write breaker).
+    // The contract's eleven members plus the Worker's `writes` (write breaker).
     assert_eq!(status["writes"], "accepting");
     assert_eq!(status.as_object().expect("object").len(), 12);
     assert!(!status.to_string().contains("secret"));

@@ -1,4 +1,4 @@
-//! The admin console's routes (wire §2.3, conformance case 10 with the
+//! The admin console's routes (docs/http-api.md "Open routes", conformance case 10 with the
 //! console on): open, redirected, cacheable, locked down by CSP, and gone
 //! with `MQLITE_UI=off`. The browser-driven test is e2e/tests/console.rs.
 
@@ -73,7 +73,7 @@ async fn c001_card_lists_the_console_when_it_is_on() {
     let r = api.request("GET", "/", &[], b"").await;
     let text = String::from_utf8_lossy(&r.body).into_owned();
     assert_eq!(json_body(&r)["ui"], "/ui");
-    // Members in contract order: `ui` last (wire §2.1).
+    // Members in contract order: `ui` last (docs/http-api.md, "Open routes").
     assert!(
         text.ends_with(r#""health":"/healthz","ui":"/ui"}"#),
         "{text}"

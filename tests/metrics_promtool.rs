@@ -2,7 +2,7 @@
 //! (`promtool check metrics`, from Debian's `prometheus` package), for a
 //! successful and a failed collection.
 //!
-//! Two findings cannot be fixed without breaking the contract: wire §10
+//! Two findings cannot be fixed without breaking the contract: docs/http-api.md#metrics
 //! requires the deprecated legacy aliases `mqlite_queue_total` (a gauge named
 //! `_total`) and `mqlite_queue_oldest_message_age_ms` (an abbreviated unit).
 //! The test pins them: the full text must produce exactly those findings and

@@ -400,3 +400,56 @@ pub fn b64(text: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
 }
+
+/// The fenced code block of README.md between `<!-- walkthrough:NAME:start -->`
+/// and `<!-- walkthrough:NAME:end -->`, exactly as a reader sees it.
+pub fn readme_walkthrough(root: &std::path::Path, name: &str) -> Result<String, String> {
+    let readme = std::fs::read_to_string(root.join("README.md")).map_err(|e| e.to_string())?;
+    let start_marker = format!("<!-- walkthrough:{name}:start -->");
+    let end_marker = format!("<!-- walkthrough:{name}:end -->");
+    let start = readme
+        .find(&start_marker)
+        .ok_or(format!("README.md has no {start_marker}"))?;
+    let end = readme[start..]
+        .find(&end_marker)
+        .ok_or(format!("README.md has no {end_marker}"))?
+        + start;
+    let section = &readme[start..end];
+    let fence = "```bash\n";
+    let code_start = section
+        .find(fence)
+        .ok_or(format!("walkthrough {name}: no ```bash block"))?
+        + fence.len();
+    let code_end = section[code_start..]
+        .find("```")
+        .ok_or(format!("walkthrough {name}: unterminated block"))?
+        + code_start;
+    Ok(section[code_start..code_end].to_owned())
+}
+
+/// Runs README walkthrough `name` verbatim with `bash -euo pipefail`, with
+/// `MQLITE_URL` and `MQLITE_TOKEN` pointing at `stack` plus `env`; returns
+/// its standard output, or the failure with both outputs.
+pub fn run_readme_walkthrough(
+    root: &std::path::Path,
+    name: &str,
+    stack: &Stack,
+    env: &[(&str, &str)],
+) -> Result<String, String> {
+    let script = readme_walkthrough(root, name)?;
+    let output = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("MQLITE_URL", &stack.base)
+        .env("MQLITE_TOKEN", &stack.token)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        return Err(format!(
+            "walkthrough {name} failed: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(stdout)
+}

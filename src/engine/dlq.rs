@@ -1,4 +1,4 @@
-//! Dead-letter administration (semantics §12.2–§12.3): Redrive and Purge.
+//! Dead-letter administration (docs/semantics.md#dead-letters): Redrive and Purge.
 
 use super::Event;
 use super::{random_hex, require_name, unexpected, Engine, EngineError, Waiter, QUEUE_MISSING};

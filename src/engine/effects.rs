@@ -53,7 +53,7 @@ vocabulary! {
 }
 
 vocabulary! {
-    /// The 20 message effects of semantics §19, in contract order.
+    /// The 20 message effects of docs/semantics.md#observability, in contract order.
     Event {
         Enqueued => "enqueued",
         Scheduled => "scheduled",
@@ -87,7 +87,7 @@ vocabulary! {
 }
 
 vocabulary! {
-    /// Maintenance tasks (semantics §16), in contract order.
+    /// Maintenance tasks (docs/semantics.md#maintenance), in contract order.
     Task {
         Locks => "locks",
         Scheduled => "scheduled",

@@ -1,4 +1,4 @@
-//! Managed access keys (semantics §15, wire §6.21–§6.23) and the per-request
+//! Managed access keys (docs/semantics.md#keys, docs/http-api.md#rpcs) and the per-request
 //! check of a managed credential.
 //!
 //! Only the SHA-256 digest of a token is stored. A request made with a
@@ -31,7 +31,7 @@ impl Permissions {
     /// The bit only `manage` has: what administrative routes require.
     pub const MANAGE_ONLY: Permissions = Permissions(4);
 
-    /// Parses and normalises a requested list (decisions.md #10).
+    /// Parses and normalises a requested list (docs/deviations.md D10).
     pub fn parse(names: &[String]) -> Result<Self, EngineError> {
         if names.is_empty() {
             return Err(EngineError::InvalidArgument(

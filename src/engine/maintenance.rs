@@ -1,4 +1,4 @@
-//! Housekeeping (semantics §16.2): what the reference's background loops do,
+//! Housekeeping (docs/semantics.md#maintenance): what the reference's background loops do,
 //! as statements. Requests run them lazily for one queue, inside their own
 //! transaction and before their main statement; the cron sweep runs the same
 //! statements for every queue. Scoped to one queue, each statement is an
@@ -33,7 +33,7 @@ WHERE SCOPE AND state = 'locked' AND locked_until <= {now}
 /// T14 (delivery count used up), T3, T16, T17: the rest of a queue's due
 /// rows, in one pass. An expired lease with no delivery left is
 /// dead-lettered (`MaxDeliveryCountExceeded`). A due schedule activates
-/// unless its TTL already ran out (§6); a TTL-expired row that is not yet a
+/// unless its TTL already ran out (docs/semantics.md#ttl); a TTL-expired row that is not yet a
 /// dead letter is dead-lettered in place (`TTLExpired`) or, in a discarding
 /// queue, deleted: the mark `TTLDiscarded` makes the `ttl_discard` trigger
 /// (migration 0004) delete it within this statement. Each side of the
@@ -115,7 +115,7 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    /// Counts what a committed housekeeping did (§19): reaped leases
+    /// Counts what a committed housekeeping did (docs/semantics.md#observability): reaped leases
     /// (those that used up their deliveries are dead letters too), then
     /// activations, TTL dead letters and TTL discards.
     pub(crate) fn note_housekeeping(&self, committed: &Committed, done: &Housekeeping) {

@@ -355,7 +355,7 @@ fn at_most(field: &str, value: i64, max: i64) -> Result<(), EngineError> {
     }
 }
 
-/// Rejects an empty queue name before any lookup (decisions.md #1).
+/// Rejects an empty queue name before any lookup (docs/deviations.md D1).
 fn require_name(name: &str) -> Result<(), EngineError> {
     if name.is_empty() {
         Err(EngineError::InvalidArgument(

@@ -1,4 +1,4 @@
-//! Peek (wire §6.9): a read-only look at a queue's rows after its
+//! Peek (docs/http-api.md#rpcs): a read-only look at a queue's rows after its
 //! housekeeping; never locks, never shows a token.
 
 use super::{unexpected, Engine, EngineError};

@@ -70,7 +70,7 @@ impl QueueConfigInput {
                 )))
             }
         };
-        // decisions.md #4: negative values are refused and zero means the
+        // docs/deviations.md D4: negative values are refused and zero means the
         // default — except the DLQ retention bounds, where a negative value
         // is the queue's explicit opt-out (unbounded, case 179) and zero
         // inherits the broker's bound.
@@ -145,7 +145,7 @@ FROM queues ORDER BY name"
 );
 
 impl<T: Transport> Engine<T> {
-    /// Creates a queue or reconfigures one of the same kind (semantics §14.1).
+    /// Creates a queue or reconfigures one of the same kind (docs/semantics.md#administration).
     pub async fn create_queue(
         &self,
         name: &str,

@@ -1,4 +1,4 @@
-//! Receive (semantics §8): claim in one statement, idempotent attempt
+//! Receive (docs/semantics.md#receive): claim in one statement, idempotent attempt
 //! replay, receive-and-delete, and bounded long-polling.
 
 use std::future::Future;
@@ -73,7 +73,7 @@ pub struct LongPoll {
     pub attempts: u32,
 }
 
-/// strict_fifo head-of-line rule (§8.2–8.3) for candidate `c`: any earlier
+/// strict_fifo head-of-line rule (docs/semantics.md#receive) for candidate `c`: any earlier
 /// locked, deferred or scheduled row of the queue blocks it. One EXISTS per
 /// state, so each probe is an index seek. Blocking is monotone — if a
 /// candidate is blocked, every later one is too — so the walk stops at the
@@ -92,7 +92,7 @@ pub(super) const GROUP_BLOCKED: &str = "\
   OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'deferred' AND b.id < m.id)
   OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = ?1 AND b.group_id = m.group_id AND b.state = 'scheduled' AND b.id < m.id)))";
 
-/// The claim: a recursive walk that reproduces §8.4's iterative batch
+/// The claim: a recursive walk that reproduces the iterative batch rule of docs/semantics.md#receive
 /// exactly — each step takes the lowest claimable seq after the previous
 /// pick, from at most three index seeks (plus one per group already picked
 /// in this call), so no step ever walks a blocked backlog:
@@ -373,7 +373,7 @@ impl<T: Transport> Engine<T> {
         Ok(messages)
     }
 
-    /// Counts a fresh claim's deliveries (§19); replays count nothing.
+    /// Counts a fresh claim's deliveries (docs/semantics.md#observability); replays count nothing.
     pub(super) fn note_claimed(&self, queue: &str, messages: &[ReceivedMessage], deleted: bool) {
         let n = messages.len() as u64;
         let again = messages.iter().filter(|m| m.delivery_count > 1).count() as u64;

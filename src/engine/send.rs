@@ -1,4 +1,4 @@
-//! Send and Schedule (semantics §4–§7): the whole request is one
+//! Send and Schedule (docs/semantics.md#send, #scheduling): the whole request is one
 //! transaction; dedup, TTL and scheduling are decided in SQL.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -79,14 +79,14 @@ macro_rules! group_missing {
     };
 }
 
-/// The whole Send (semantics §4–§6) in one statement. `?3` is the JSON
+/// The whole Send (docs/semantics.md#send, #ttl) in one statement. `?3` is the JSON
 /// array of copies `[queue, dedup_key, request_hash, message_id,
 /// correlation_id, reply_to, group_id, content_type, subject, properties,
 /// body_offset, body_length, first, body_chunk]` — one per message for a
 /// direct send, one per accepting subscription for a publish; `first` marks
 /// the first copy of its `(queue, key)` in the request. `?5` schedule time
 /// (0 = now), `?6` TTL, anchored at the visible time and capped by the queue
-/// default (§4c). Bodies are slices of the blobs `?7`…`?22`, bound last
+/// default (docs/semantics.md#send). Bodies are slices of the blobs `?7`…`?22`, bound last
 /// because the program writes them from the request's own bodies
 /// (`step_with_blobs`): several, because libSQL refuses a single value over
 /// a few MiB (see [`BODY_CHUNK_BYTES`]).
@@ -198,7 +198,7 @@ WHERE changes() > 0 AND name IN (
 
 impl<T: Transport> Engine<T> {
     /// Enqueues messages into a queue, or publishes them to a topic's
-    /// matching subscriptions (semantics §4, §13.1). Returns one seq per
+    /// matching subscriptions (docs/semantics.md#send, #filters). Returns one seq per
     /// message (0 = dedup conflict in a batch, or no subscription took it).
     /// Checks run in the wire contract's order. Whatever the batch size,
     /// the transaction is the same five statements (six for a schedule).
@@ -219,8 +219,8 @@ impl<T: Transport> Engine<T> {
         let cap = self.limits.max_message_bytes;
         let too_large = request.messages.iter().find(|m| m.body.len() > cap);
         if request.messages.is_empty() || too_large.is_some() {
-            // Wire §6.1: a scheduled request is time-checked before anything
-            // else, even when it has nothing to enqueue (decisions.md #5) or
+            // docs/http-api.md#rpcs: a scheduled request is time-checked before anything
+            // else, even when it has nothing to enqueue (docs/deviations.md D5) or
             // a body over the cap.
             if scheduled > 0 {
                 self.check_in_future(scheduled).await?;
@@ -393,7 +393,7 @@ impl<T: Transport> Engine<T> {
         Ok(Attempt::Sent(seqs))
     }
 
-    /// Counts one copy's outcome (§19): a new row, a duplicate answered
+    /// Counts one copy's outcome (docs/semantics.md#observability): a new row, a duplicate answered
     /// with the original seq, or a dedup conflict.
     fn note_enqueue(&self, queue: &str, inserted: bool, seq: i64, scheduled: bool) {
         if inserted {
@@ -469,7 +469,7 @@ pub(super) const BODY_CHUNKS: usize = 16;
 pub(super) const BODY_CHUNK_BYTES: usize = 4 << 20;
 
 /// Dedup key (message_id, else the body's SHA-256) and request hash (the
-/// body's SHA-256 only: metadata never takes part, semantics §5), and where
+/// body's SHA-256 only: metadata never takes part, docs/semantics.md#dedup), and where
 /// each body sits: blobs are filled in message order up to
 /// [`BODY_CHUNK_BYTES`]. `None` when the bodies need more than
 /// [`BODY_CHUNKS`] blobs.

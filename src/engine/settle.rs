@@ -1,4 +1,4 @@
-//! Settlement (semantics §9): Complete, Abandon, Reject, Defer and their
+//! Settlement (docs/semantics.md#settlement): Complete, Abandon, Reject, Defer and their
 //! batch forms, plus Renew.
 //!
 //! Every settlement runs "receipt first", in one transaction:
@@ -46,7 +46,7 @@ pub struct BatchResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
     Complete,
-    /// Backoff in ms; negative is treated as 0 (decisions.md #10).
+    /// Backoff in ms; negative is treated as 0 (docs/deviations.md D10).
     Abandon {
         delay_ms: i64,
     },
@@ -100,7 +100,7 @@ fn reject_reason(reason: &str) -> &str {
     }
 }
 
-/// Step 1: the receipt, written only under the fence (decisions.md #2:
+/// Step 1: the receipt, written only under the fence (docs/deviations.md D2:
 /// TTL fences like an expired lease; the deadline instant is expired).
 /// `CROSS JOIN` pins the join order: rows are found by primary key, never
 /// by walking the queue's live leases.
@@ -175,7 +175,7 @@ pub(super) const DEFER: Statement = crate::statement!(concat!(
 /// request. Receipts are keyed by the exact (seq, token) pair, so a pair
 /// only has one if that very pair passed the fence — now or in an earlier
 /// identical request — and a correct pair can never vouch for a wrong one
-/// sharing its token (§9.4).
+/// sharing its token (docs/semantics.md#settlement).
 /// Read first, as the program's head (one row, whatever the count): a
 /// pair vouched for by an earlier identical request is a replay; the pairs
 /// this request passes the fence for come back from [`RECORD_RECEIPTS`].
@@ -241,7 +241,7 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    /// CompleteBatch (§9.4): per-item results, positional; never fails the
+    /// CompleteBatch (docs/semantics.md#settlement): per-item results, positional; never fails the
     /// whole batch for an item; an unknown queue gives all `ok:false`.
     pub async fn complete_batch(
         &self,
@@ -288,7 +288,8 @@ impl<T: Transport> Engine<T> {
         }
         let effect = program.step(how.effect(), effect_args);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
-        // Rows this call changed (replays change none): the §19 events.
+        // Rows this call changed (replays change none): the message events of
+        // docs/semantics.md#observability.
         let mut changed = 0;
         let mut dead_lettered = 0;
         for row in committed.rows(effect) {
@@ -329,8 +330,8 @@ impl<T: Transport> Engine<T> {
             .collect())
     }
 
-    /// Renew (T13): queue must exist (checked before the token, decisions.md
-    /// #11); the new deadline is not reported.
+    /// Renew (T13): queue must exist (checked before the token, docs/deviations.md
+    /// D11); the new deadline is not reported.
     pub async fn renew(&self, request: &SettleRequest) -> Result<(), EngineError> {
         require_name(&request.queue)?;
         let item = SettleItem {
@@ -347,7 +348,7 @@ impl<T: Transport> Engine<T> {
         }
     }
 
-    /// RenewBatch (§9.6): one statement renews every matching pair; an item
+    /// RenewBatch (docs/semantics.md#settlement): one statement renews every matching pair; an item
     /// is ok only if its committed deadline is still ahead of the clock read
     /// after the statement.
     pub async fn renew_batch(

@@ -1,4 +1,4 @@
-//! Stats (wire §6.10): per-state row counts as the queue's housekeeping
+//! Stats (docs/http-api.md#rpcs): per-state row counts as the queue's housekeeping
 //! would leave them, read without a write lock.
 
 use super::{require_name, unexpected, Engine, EngineError};

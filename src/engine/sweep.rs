@@ -1,4 +1,4 @@
-//! The periodic sweep (semantics §16.2, run by the Workers cron): the lazy
+//! The periodic sweep (docs/semantics.md#maintenance, run by the Workers cron): the lazy
 //! housekeeping for every queue at once, so idle queues converge, plus the
 //! janitors and DLQ retention that no request drives. Correctness never
 //! depends on it having run: every request does its own housekeeping and
@@ -10,7 +10,7 @@ use crate::store::{Program, Transport};
 
 /// Broker-wide DLQ retention defaults (`MQLITE_DLQ_*`); 0 = no bound.
 /// A queue's own positive `dlq_max_*` value wins over these, a negative
-/// one opts the queue out (unbounded), zero inherits (decisions.md #4).
+/// one opts the queue out (unbounded), zero inherits (docs/deviations.md D4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     pub max_age_ms: i64,
@@ -55,7 +55,7 @@ const RECEIPT_JANITOR: Statement =
 const ATTEMPT_JANITOR: Statement =
     crate::statement!("DELETE FROM receive_attempts WHERE expires_at <= {now}");
 
-/// Dead letters enqueued longer ago than the queue's age bound (§12.4: age
+/// Dead letters enqueued longer ago than the queue's age bound (docs/semantics.md#dead-letters: age
 /// counts from the original enqueue).
 const RETAIN_BY_AGE: Statement = crate::statement!(
     "\

@@ -1,4 +1,4 @@
-//! Topics (semantics §13–§14.2): Subscribe, ListSubscriptions, TestFilter,
+//! Topics (docs/semantics.md#filters, #administration): Subscribe, ListSubscriptions, TestFilter,
 //! and the isolate's cache of compiled subscription filters that lets a
 //! publish evaluate filters before its single round trip.
 //!
@@ -112,7 +112,7 @@ pub struct SubscriptionSummary {
     pub expr: Option<String>,
 }
 
-/// What TestFilter found (wire §6.15).
+/// What TestFilter found (docs/http-api.md#rpcs).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FilterTest {
     pub valid: bool,
@@ -163,7 +163,7 @@ pub fn compile_filter(source: &str) -> Result<Filter, EngineError> {
 }
 
 impl<T: Transport> Engine<T> {
-    /// Creates or updates a subscription (semantics §14.2).
+    /// Creates or updates a subscription (docs/semantics.md#administration).
     pub async fn subscribe(&self, topic: &str, name: &str, expr: &str) -> Result<(), EngineError> {
         if topic.is_empty() || name.is_empty() {
             return Err(EngineError::InvalidArgument(
@@ -233,7 +233,7 @@ impl<T: Transport> Engine<T> {
     }
 
     /// Compiles `expr` and, given a sample, evaluates it exactly as fan-out
-    /// would (semantics §13.5). Stores nothing.
+    /// would (docs/semantics.md#filters). Stores nothing.
     pub fn test_filter(&self, expr: &str, sample: Option<&FilterInput<'_>>) -> FilterTest {
         let filter = match Filter::compile(expr) {
             Ok(filter) => filter,

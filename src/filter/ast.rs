@@ -81,7 +81,7 @@ pub(super) enum BinOp {
 
 impl BinOp {
     /// The binary operator spelled `text`, with its precedence and whether it
-    /// is right-associative (semantics §13.4's table; `??` binds tightest).
+    /// is right-associative (expr's precedence, docs/semantics.md#filters; `??` binds tightest).
     pub(super) fn parse(text: &str) -> Option<(BinOp, u8, bool)> {
         Some(match text {
             "or" | "||" => (BinOp::Or, 10, false),

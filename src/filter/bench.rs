@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::{Filter, FilterInput};
 
-/// Filters as subscribers write them (semantics §13, cases 182–203).
+/// Filters as subscribers write them (docs/semantics.md#filters, cases 182–203).
 const TYPICAL: [&str; 4] = [
     r#"subject startsWith "payment." && properties["tier"] == "gold""#,
     r#""amount" in body_json && body_json.amount > 100 && content_type contains "json""#,

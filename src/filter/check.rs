@@ -1,4 +1,4 @@
-//! Static checking (semantics §13.2): unknown names and functions,
+//! Static checking (docs/semantics.md#filters): unknown names and functions,
 //! ill-typed operations and a result that cannot be boolean are compile
 //! errors. One pass infers a [`Ty`] for every node and builds the
 //! [`Expr`] the evaluator runs.
@@ -596,8 +596,8 @@ impl Checker {
     }
 }
 
-/// A builtin without a predicate, with its arity (the spec's MUST and
-/// SHOULD lists, semantics §13.4).
+/// A builtin without a predicate, with its arity (the contract's MUST and
+/// SHOULD lists, docs/semantics.md#filters).
 fn builtin(name: &str) -> Option<(Func, usize, usize)> {
     Some(match name {
         "len" => (Func::Len, 1, 1),

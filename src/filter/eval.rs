@@ -5,7 +5,7 @@
 //! evaluations and iterated or created elements (steps), bytes of values it
 //! builds (memory), and bytes of text it searches plus the regular
 //! expressions it compiles at run time (scan). Running out is a runtime
-//! error, so the filter fails closed (semantics §13.2) within milliseconds
+//! error, so the filter fails closed (docs/semantics.md#filters) within milliseconds
 //! instead of holding the isolate.
 
 use std::collections::BTreeMap;
@@ -537,7 +537,7 @@ fn shift(time: i64, by: i64) -> Result<i64> {
     time.checked_add(by).ok_or_else(out_of_range)
 }
 
-/// Indexing (semantics §13.4): arrays by int (negative from the end, out of
+/// Indexing (docs/semantics.md#filters): arrays by int (negative from the end, out of
 /// range is an error), maps by string (missing is nil, or `""` for a
 /// `map[string]string`).
 fn index(base: &Value, key: &Value, zero_string: bool) -> Result<Value> {
@@ -568,7 +568,7 @@ fn index(base: &Value, key: &Value, zero_string: bool) -> Result<Value> {
     }
 }
 
-/// `body_json` (semantics §13.3): the body as a JSON object when the content
+/// `body_json` (docs/semantics.md#filters): the body as a JSON object when the content
 /// type is empty or contains `json` (any case); otherwise, or when the body
 /// is not a JSON object, an empty map. Numbers become floats, `null` nil.
 fn body_json(content_type: &str, body: &[u8]) -> Value {

@@ -1,4 +1,4 @@
-//! Builtin functions without a predicate (semantics §13.4). Arity and
+//! Builtin functions without a predicate (docs/semantics.md#filters). Arity and
 //! static types were checked at compile time; `any` arguments are checked
 //! here, and everything a call builds is charged to the evaluation budget.
 

@@ -1,4 +1,4 @@
-//! Tokens of the filter language (semantics §13.4): names and keywords,
+//! Tokens of the filter language (docs/semantics.md#filters): names and keywords,
 //! numbers, strings with their escapes, operators and brackets, comments.
 
 /// What a token is; literals carry their decoded value.

@@ -1,7 +1,7 @@
-//! Subscription filters (semantics §13): compile once at Subscribe or publish,
+//! Subscription filters (docs/semantics.md#filters): compile once at Subscribe or publish,
 //! evaluate per message, fail closed.
 //!
-//! The language is expr's (semantics §13.4), implemented here directly:
+//! The language is expr's (docs/semantics.md#filters), implemented here directly:
 //!
 //! 1. size limit on the source (`expression too long (N > 4096 bytes)`);
 //! 2. `lex` → `parse`: tokens, then a precedence-climbing parser building an
@@ -14,7 +14,7 @@
 //! 4. `eval`: a tree walk per message under one budget (steps, memory, text
 //!    scanned and regexes compiled at run time); exceeding it fails closed.
 //!
-//! # Choices where the spec leaves room, or differs from expr (Go)
+//! # Choices where the contract leaves room, or differs from expr (Go)
 //!
 //! * **Constant arguments are validated at compile time** (case 203):
 //!   `duration("1y")` or `subject matches "("` is a compile error (Subscribe
@@ -41,9 +41,9 @@
 //! * **Times** are UTC nanoseconds and must not mix with other types (`?:`,
 //!   `??`, `==`, `in`, array literals, generic functions such as
 //!   `string()`): compile error. Time methods: `Year Month Day Hour Minute
-//!   Second Weekday Unix` (decisions #8: `Month()` 1–12, `Weekday()` 0 =
+//!   Second Weekday Unix` (docs/deviations.md D8: `Month()` 1–12, `Weekday()` 0 =
 //!   Sunday, plain integers); durations: `Hours Minutes Seconds`.
-//! * **Functions** are the spec's MUST and SHOULD lists (`len all any none
+//! * **Functions** are the contract's MUST and SHOULD lists (`len all any none
 //!   filter map one count first last lower upper trim split join abs int
 //!   float string keys values seconds minutes hours days weeks duration
 //!   now`); other expr builtins are unknown functions. `let`, `if/else`,
@@ -51,7 +51,7 @@
 //!   `$env`, bytes and map literals are rejected. `keys()`/`values()` are
 //!   in key order (Go's map order is random); `string()` prints as Go's
 //!   `%v`; `split` follows Go's `strings.SplitN`.
-//! * **Limits beyond the spec's** (compile errors, far above real filters):
+//! * **Limits beyond the contract's** (compile errors, far above real filters):
 //!   nesting of brackets, prefix operators, `?:`, `if` and `let` ≤ 64, tree
 //!   depth ≤ [`MAX_DEPTH`] (a chain of `&&`/`||` is one level); they keep
 //!   parsing, checking and evaluation inside a Worker's stack.
@@ -78,9 +78,9 @@ mod tests;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Longest accepted source, in bytes (semantics §13.2).
+/// Longest accepted source, in bytes (docs/semantics.md#filters).
 pub const MAX_SOURCE_BYTES: usize = 4096;
-/// Largest accepted tree, in nodes (semantics §13.2).
+/// Largest accepted tree, in nodes (docs/semantics.md#filters).
 pub const MAX_NODES: usize = 1000;
 /// Deepest accepted tree. Checking and evaluation recurse per level;
 /// 128 keeps well inside a Worker's stack.
@@ -104,7 +104,7 @@ pub struct Filter {
     compiled: Option<program::Expr>,
 }
 
-/// The message fields a filter sees (semantics §13.3). Absent strings are `""`.
+/// The message fields a filter sees (docs/semantics.md#filters). Absent strings are `""`.
 pub struct FilterInput<'a> {
     pub subject: &'a str,
     pub group_id: &'a str,

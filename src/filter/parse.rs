@@ -1,4 +1,4 @@
-//! Precedence-climbing parser (semantics §13.4's precedence table).
+//! Precedence-climbing parser (expr's precedence, docs/semantics.md#filters).
 //!
 //! Recursion is bounded before it can exhaust a Worker's stack: every
 //! bracket, prefix operator, right-associative operand, `?:` branch, `if`
@@ -13,7 +13,7 @@ use super::lex::{self, Tok, Token};
 /// (real filters stay in single digits).
 pub(super) const MAX_NESTING: usize = 64;
 
-/// Parses a whole filter; `max_nodes` bounds the tree (semantics §13.2).
+/// Parses a whole filter; `max_nodes` bounds the tree (docs/semantics.md#filters).
 pub(super) fn parse(source: &str, max_nodes: usize) -> Result<Node, String> {
     let tokens = lex::tokenize(source)?;
     let mut parser = Parser {

@@ -24,7 +24,7 @@ pub(super) enum Expr {
         key: Box<Expr>,
         /// `?.`: a nil base gives nil.
         optional: bool,
-        /// A missing key of a `map[string]string` reads as `""` (§13.3).
+        /// A missing key of a `map[string]string` reads as `""` (docs/semantics.md#filters).
         zero_string: bool,
     },
     Slice(Box<Expr>, Option<Box<Expr>>, Option<Box<Expr>>),
@@ -41,7 +41,7 @@ pub(super) enum Expr {
     Method(&'static str, Box<Expr>),
 }
 
-/// The message variables (semantics §13.3).
+/// The message variables (docs/semantics.md#filters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Var {
     Subject,

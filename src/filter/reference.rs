@@ -1,8 +1,8 @@
 //! Differential test: random well-typed expressions are generated as trees,
 //! printed as source with only the parentheses the precedence table (semantics
-//! §13.4) requires (plus some random extra ones and alternate spellings), and
+//! docs/semantics.md#filters) requires (plus some random extra ones and alternate spellings), and
 //! evaluated twice: by the filter engine from the source, and by the small
-//! reference evaluator below, written from the spec against the generator's
+//! reference evaluator below, written from the contract (docs/semantics.md#filters) against the generator's
 //! own tree. Both must agree on every message, errors included.
 
 use std::collections::BTreeMap;
@@ -293,7 +293,7 @@ impl Gen {
 }
 
 // ---------------------------------------------------------------------------
-// Printing with the precedence table of semantics §13.4.
+// Printing with the precedence table of docs/semantics.md#filters.
 
 /// Precedence of an expression's top operator (higher binds tighter).
 fn precedence(r: &R) -> u32 {

@@ -1,5 +1,5 @@
 //! Filter tests, named by conformance case (`cNNN_…`) or by the part of
-//! semantics §13 they pin down.
+//! docs/semantics.md#filters they pin down.
 
 use super::*;
 
@@ -438,7 +438,7 @@ fn duration_parser() {
 }
 
 // ---------------------------------------------------------------------------
-// Language subset (§13.4).
+// Language subset (docs/semantics.md#filters).
 
 #[test]
 fn short_circuit() {
@@ -611,7 +611,7 @@ fn static_type_errors() {
 }
 
 // ---------------------------------------------------------------------------
-// Indexing, literals, operators, builtins and limits (semantics §13.2–13.4).
+// Indexing, literals, operators, builtins and limits (docs/semantics.md#filters).
 
 #[test]
 fn c186_index_out_of_range_is_an_error() {

@@ -59,7 +59,7 @@ impl Value {
 }
 
 /// `==`: values of different types are unequal, except that ints and floats
-/// compare as numbers (semantics §13.4); arrays and maps compare deeply.
+/// compare as numbers (docs/semantics.md#filters); arrays and maps compare deeply.
 pub(super) fn equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Nil, Value::Nil) => true,

@@ -1,4 +1,4 @@
-//! Bearer authentication and route permissions (wire §3).
+//! Bearer authentication and route permissions (docs/http-api.md#credentials).
 
 use super::config::AuthMode;
 use crate::engine::{is_managed_format, KeyCheck, Permissions};
@@ -47,7 +47,7 @@ pub enum Principal {
 pub enum Access {
     Granted,
     Denied,
-    /// Key management while auth is off (wire §3.6).
+    /// Key management while auth is off (docs/http-api.md#credentials).
     AuthDisabled,
     /// Only the key store can tell.
     AskDatabase,

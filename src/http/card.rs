@@ -1,4 +1,4 @@
-//! `GET /`: the discovery card (wire §2.1), members in contract order.
+//! `GET /`: the discovery card (docs/http-api.md#open-routes), members in contract order.
 
 use serde::Serialize;
 

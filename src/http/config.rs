@@ -1,8 +1,8 @@
-//! Deployment configuration from Worker vars and secrets (wire §11).
+//! Deployment configuration from Worker vars and secrets (docs/http-api.md#configuration).
 
 use crate::engine::{Limits, Retention};
 
-/// Request body cap (wire §8).
+/// Request body cap (docs/http-api.md#limits).
 const DEFAULT_MAX_REQUEST_BYTES: usize = 33_554_432;
 
 /// Who may call RPCs.
@@ -29,10 +29,10 @@ pub struct Config {
     pub monitor_tokens: Vec<String>,
     /// `MQLITE_METRICS=on`: serve `/metrics`.
     pub metrics: bool,
-    /// The admin console at `/ui` (wire §2.3): on unless `MQLITE_UI` is
+    /// The admin console at `/ui` (docs/http-api.md): on unless `MQLITE_UI` is
     /// `off`, `false`, `0` or `no`.
     pub ui: bool,
-    /// The database URL as Status may show it (wire §6.18).
+    /// The database URL as Status may show it (docs/http-api.md#rpcs).
     pub location: String,
     /// The pgmq dialect's keys, CORS origins and caps.
     pub pgmq: PgmqSettings,
@@ -182,7 +182,7 @@ impl Config {
     }
 }
 
-/// `MQLITE_MONITOR_TOKENS` (wire §3.1): each token non-empty, free of
+/// `MQLITE_MONITOR_TOKENS` (docs/http-api.md#credentials): each token non-empty, free of
 /// spaces, tabs, line breaks and commas, different from every administrator
 /// token, and only with authentication on and an administrator configured.
 fn monitor_tokens(

@@ -1,4 +1,4 @@
-//! The admin console (wire §2.3): three static files from `console/`,
+//! The admin console (docs/http-api.md, "Open routes"): three static files from `console/`,
 //! compiled into the Worker so nothing is fetched at run time and no
 //! deployment step can forget them. The console is a client of the public
 //! RPCs only; this module just hands out its files, and the API path pays

@@ -2,19 +2,22 @@
 //! and response types so the whole pipeline runs natively in tests. The
 //! Worker shell only converts `worker::Request`/`Response` to these.
 //!
-//! Check order (wire §1.2): CORS preflight → open paths → authentication →
+//! Check order (docs/http-api.md#check-order): CORS preflight → open paths (`/`, `/healthz`,
+//! `/ui`, and the contract's documents `/openapi.json`, `/docs`, `/redoc`) → authentication →
 //! route lookup → permission → method → body cap → strict decoding → handler.
 
 mod auth;
 mod card;
 mod config;
 mod console;
+mod docs;
 mod pgmq;
 mod routes;
 mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config, PgmqSettings};
+pub use docs::{OPENAPI_ETAG, OPENAPI_JSON};
 pub use pgmq::{Handler as PgmqHandler, PgmqRoute, PGMQ_ROUTES};
 pub use routes::{Route, Rpc, ROUTES};
 
@@ -220,6 +223,11 @@ impl<T: Transport> Service<T> {
 
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {
         let path = request.path.split('?').next().unwrap_or_default();
+        // The contract's documents need neither configuration nor database.
+        let revalidating = request.header_values("If-None-Match").next();
+        if let Some(response) = docs::serve(&request.method, path, revalidating) {
+            return response;
+        }
         let (config, engine) = match &self.setup {
             Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
@@ -238,7 +246,7 @@ impl<T: Transport> Service<T> {
                 )
             }
             "/healthz" => return healthz(),
-            // Open paths (wire §1.2): exactly `/ui` and what lies under `/ui/`.
+            // Open paths (docs/http-api.md, "Check order"): exactly `/ui` and what lies under `/ui/`.
             _ if console::owns(path) => return console::serve(config.ui, request, path),
             _ => {}
         }
@@ -370,7 +378,7 @@ impl<T: Transport> Service<T> {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         };
-        // Wire §1.1: secrets and live observations are never cached.
+        // docs/http-api.md#transport: secrets and live observations are never cached.
         if matches!(
             route.rpc,
             Rpc::Observe | Rpc::CreateKey | Rpc::ListKeys | Rpc::RevokeKey
@@ -383,7 +391,7 @@ impl<T: Transport> Service<T> {
     }
 }
 
-/// `GET /metrics` (wire §10): the Observe observation as Prometheus text.
+/// `GET /metrics` (docs/http-api.md#metrics): the Observe observation as Prometheus text.
 async fn metrics<T: Transport, W: Waiter>(
     engine: &Engine<T>,
     context: &rpc::Context<'_, W>,
@@ -419,6 +427,21 @@ impl Target {
 
 /// Served only when `MQLITE_METRICS=on`; otherwise an unknown path.
 const METRICS_PATH: &str = "/metrics";
+
+/// The routes besides the RPC catalogue, as (method, path): the card and the
+/// liveness probe (which answer any method), `/metrics`, the contract's
+/// documents and the console. `/openapi.json` must describe exactly these plus [`ROUTES`]
+/// (`tests/openapi_drift.rs`).
+pub const FIXED_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/healthz"),
+    ("GET", METRICS_PATH),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/redoc"),
+    ("GET", "/ui"),
+    ("GET", "/ui/"),
+];
 
 /// Asks the key store about a managed key: 401 unless it is live; with
 /// `check_permission`, 403 unless it holds what its route requires. A

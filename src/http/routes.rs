@@ -1,4 +1,4 @@
-//! The route catalogue (wire §4): path, permission and handler of every RPC
+//! The route catalogue (docs/http-api.md#rpcs): path, permission and handler of every RPC
 //! this build serves, in catalogue order. The discovery card lists exactly
 //! these paths, so adding an RPC here is what makes it served.
 
@@ -51,7 +51,7 @@ const fn route(path: &'static str, rpc: Rpc, permission: Permission) -> Route {
     }
 }
 
-/// Served routes, in the order of the catalogue in wire §4.
+/// Served routes, in the order of the catalogue in docs/http-api.md#rpcs.
 #[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
     route("/mqlite.v1.QueueService/Send", Rpc::Send, Permission::Send),

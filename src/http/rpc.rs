@@ -202,7 +202,7 @@ fn json(value: &impl Serialize) -> Result<String, ApiError> {
         .map_err(|e| ApiError::new(crate::wire::ErrorCode::Internal, e.to_string()))
 }
 
-/// Status (wire §6.18): one read for the ping and the counts; a failed read
+/// Status (docs/http-api.md#rpcs): one read for the ping and the counts; a failed read
 /// reports `ping_ms: -1` and zero counts rather than failing the call.
 async fn status<T: Transport, W: Waiter>(
     engine: &Engine<T>,
@@ -236,7 +236,7 @@ async fn status<T: Transport, W: Waiter>(
     })
 }
 
-/// One observation (wire §6.20): the isolate's counters plus one database
+/// One observation (docs/http-api.md#rpcs): the isolate's counters plus one database
 /// collection, which doubles as the read probe. A failed collection is
 /// reported as unavailable, never as zeros; a refused managed key is not a
 /// collection failure but the request's answer.

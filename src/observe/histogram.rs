@@ -1,4 +1,4 @@
-//! Duration histograms with the contract's 14 fixed bounds (wire §6.20).
+//! Duration histograms with the contract's 14 fixed bounds (docs/http-api.md#rpcs).
 //! Buckets are kept cumulative as they are filled, so a snapshot is a plain
 //! copy and `bucket_counts` can never decrease from one bound to the next.
 

@@ -1,4 +1,4 @@
-//! Observability (wire §6.20, §10; semantics §19): counters for requests,
+//! Observability (docs/http-api.md#rpcs, #metrics; docs/semantics.md#observability): counters for requests,
 //! authentication, storage calls, message effects, filters and maintenance,
 //! the `AdminService/Observe` answer, and its Prometheus rendering.
 //!
@@ -103,7 +103,7 @@ impl Registry {
             .record_storage(operation, outcome, error_code, seconds, retries);
     }
 
-    /// `n` confirmed effects on `queue` (semantics §19): call only after the
+    /// `n` confirmed effects on `queue` (docs/semantics.md#observability): call only after the
     /// commit is acknowledged, never for a replay.
     pub fn record_event(&self, queue: &str, event: Event, n: u64) {
         self.lock().record_event(queue, event, n);

@@ -1,4 +1,4 @@
-//! `/metrics` (wire §10): the Observe answer as Prometheus text format 0.0.4.
+//! `/metrics` (docs/http-api.md#metrics): the Observe answer as Prometheus text format 0.0.4.
 //! A serializer only — no clock, database or counter access — so both
 //! endpoints always report the same observation. Each family is one
 //! contiguous block with HELP and TYPE; a family with no sample this time

@@ -1,5 +1,5 @@
 //! Builds the Observe answer from the counters plus one database collection.
-//! Ordering is fixed (decisions #7): queues by name; messages by queue, then
+//! Ordering is fixed (docs/deviations.md D7): queues by name; messages by queue, then
 //! event name in byte order; requests by route, then code; storage by
 //! operation, outcome, code — all byte order, so two samples line up.
 

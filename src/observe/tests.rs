@@ -1,4 +1,4 @@
-//! The Observe shape (wire §6.20, conformance T) and the Prometheus text
+//! The Observe shape (docs/http-api.md#rpcs, conformance T) and the Prometheus text
 //! built from it.
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The fixed label vocabularies of wire §6.20 and §10. Every dimension the
+//! The fixed label vocabularies of docs/http-api.md#rpcs, #metrics. Every dimension the
 //! registry counts is one of these enums, so no caller input can create a new
 //! series: only queue names (configured entities) and registered routes grow
 //! the output.
@@ -24,7 +24,7 @@ vocabulary! {
 }
 
 /// Whole-request result codes of `http.requests`: `ok` plus every error code
-/// of wire §7 (v0.3.3 adds `queue_changed` and `queue_not_empty`), and the
+/// of docs/http-api.md#errors (v0.3.3 adds `queue_changed` and `queue_not_empty`), and the
 /// Worker's `unavailable` (writes refused while the database is stalled).
 pub const REQUEST_CODES: [&str; 18] = [
     "ok",

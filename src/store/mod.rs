@@ -1,7 +1,7 @@
 //! The store: runs one [`Program`] as one Hrana pipeline request, retries only
 //! what provably did not run, and classifies every other failure.
 //!
-//! Outcome rules (semantics §17):
+//! Outcome rules (docs/semantics.md#outcomes):
 //! * a request that never left (`NotSent`) or a transaction the server rolled
 //!   back for contention (`SQLITE_BUSY`) is retried with back-off;
 //! * a read whose answer was lost is retried;

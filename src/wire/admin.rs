@@ -1,4 +1,4 @@
-//! AdminService JSON shapes (wire §5.2, §6.11, §6.13).
+//! AdminService JSON shapes (docs/http-api.md#shapes, #rpcs).
 
 use serde::{Deserialize, Serialize};
 
@@ -197,7 +197,7 @@ pub struct TestFilterRequest {
 
 impl TestFilterRequest {
     /// The sample as a filter sees it: `enqueued_at` defaults to `now`,
-    /// `visible_at` to the enqueued time (wire §6.15).
+    /// `visible_at` to the enqueued time (docs/http-api.md#rpcs).
     pub fn sample(&self, now_ms: i64) -> Option<FilterInput<'_>> {
         let m = self.message.as_ref()?;
         let enqueued_at_ms = if m.enqueued_at_ms != 0 {
@@ -260,7 +260,7 @@ pub struct DeleteQueueResponse {
     pub deleted: bool,
 }
 
-/// Status (wire §6.18): never a connection string or a token.
+/// Status (docs/http-api.md#rpcs): never a connection string or a token.
 #[derive(Debug, Serialize)]
 pub struct StatusResponse {
     pub version: &'static str,

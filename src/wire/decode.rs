@@ -1,4 +1,4 @@
-//! Strict request decoding (wire §1.3): exactly one JSON object, no unknown
+//! Strict request decoding (docs/http-api.md#strict-decoding): exactly one JSON object, no unknown
 //! members, `null` means the zero value, byte fields are padded standard
 //! base64.
 

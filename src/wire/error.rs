@@ -1,4 +1,4 @@
-//! The error table (wire §7): every error code, its HTTP status, and the
+//! The error table (docs/http-api.md#errors): every error code, its HTTP status, and the
 //! one mapping from engine errors. Nothing else in the crate picks a status.
 
 use serde::Serialize;
@@ -27,7 +27,7 @@ pub enum ErrorCode {
     OutcomeUnknown,
     /// [Worker extension] the database is not accepting writes, so the write
     /// was not sent: nothing applied, safe to retry after `Retry-After`.
-    /// Not `outcome_unknown` (wire §7 forbids it for a write that cannot have
+    /// Not `outcome_unknown` (docs/http-api.md#errors forbids it for a write that cannot have
     /// applied) and not `internal` (the caller should back off, not page).
     Unavailable,
 }

@@ -1,4 +1,4 @@
-//! AuthService JSON shapes (wire §6.21–§6.23). No shape here ever carries a
+//! AuthService JSON shapes (docs/http-api.md#rpcs). No shape here ever carries a
 //! key's digest; only CreateKey's answer carries its token, once.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! `AdminService/Observe` shapes (wire §6.20). Every member is always
+//! `AdminService/Observe` shapes (docs/http-api.md#rpcs). Every member is always
 //! present, zeros included: the reference client rejects an observation with
 //! a missing member rather than reading it as a healthy zero. The only
 //! `null` is `queues` when the database could not be read.

@@ -1,4 +1,4 @@
-//! QueueService JSON shapes (wire §5–§6) and their conversion to engine
+//! QueueService JSON shapes (docs/http-api.md#shapes, #rpcs) and their conversion to engine
 //! inputs and from engine outputs.
 
 use std::collections::BTreeMap;

@@ -69,7 +69,7 @@ impl<T: Transport> Engine<T> {
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         super::queue_found(&committed)?;
         let done = ids(&committed, deleted)?;
-        // The counters' vocabulary is mqlite's (semantics §19): a message
+        // The counters' vocabulary is mqlite's (docs/semantics.md, "Observability"): a message
         // a pgmq consumer deleted or archived was completed.
         self.note(queue, crate::engine::Event::Completed, done.len() as u64);
         Ok(done)
