@@ -8,11 +8,13 @@
 mod auth;
 mod card;
 mod config;
+mod known_keys;
 mod routes;
 mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config};
+pub use known_keys::{Known, KnownKeys, REFUSED_CAPACITY, VALID_CAPACITY};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
@@ -115,13 +117,14 @@ pub fn body_too_large(cap: usize) -> ApiError {
 }
 
 /// What outlives a request inside one isolate: when it started, the
-/// compiled topic filters it has seen, its counters, and whether the
-/// database is taking writes.
+/// compiled topic filters it has seen, its counters, whether the database
+/// is taking writes, and which managed keys it has seen valid or refused.
 pub struct Isolate {
     pub started_at_ms: i64,
     pub topics: Arc<TopicCache>,
     pub registry: Arc<Registry>,
     pub write_health: Arc<WriteHealth>,
+    pub keys: KnownKeys,
 }
 
 impl Isolate {
@@ -135,6 +138,7 @@ impl Isolate {
                 Policy::default(),
                 Arc::new(|| Clock::Database.wall_ms()),
             )),
+            keys: KnownKeys::default(),
         }
     }
 
@@ -255,15 +259,15 @@ impl<T: Transport> Service<T> {
         let Some(target) = target else {
             // A managed key must be valid before a 404 may answer it.
             if let Some(key) = principal.key_check(Permissions::SEND) {
-                if let Err((e, outcome)) = admit(engine, &key, false).await {
+                if let Err((e, outcome)) = self.screen(engine, &key, false, false).await {
                     registry.record_auth(outcome);
                     return Response::error(&e);
                 }
             }
             return Response::error(&ApiError::no_such_path(path));
         };
-        let key = match principal.access(target.permission()) {
-            Access::Granted => None,
+        let (key, looked_up) = match principal.access(target.permission()) {
+            Access::Granted => (None, false),
             Access::Denied => {
                 registry.record_auth(AuthOutcome::PermissionDenied);
                 let response = Response::error(&ApiError::permission_denied());
@@ -278,9 +282,23 @@ impl<T: Transport> Service<T> {
                 self.record(Some(target), &response, waiter);
                 return response;
             }
-            Access::AskDatabase => principal
-                .key_check(target.permission().key_bits())
-                .map(Arc::new),
+            Access::AskDatabase => {
+                let Some(key) = principal.key_check(target.permission().key_bits()) else {
+                    return Response::error(&ApiError::unauthenticated());
+                };
+                // TestFilter never reaches the database, so no transaction
+                // of its own would check the key: look it up every time.
+                let always = matches!(target, Target::Rpc(r) if !rpc::reaches_database(r.rpc));
+                match self.screen(engine, &key, true, always).await {
+                    Ok(looked_up) => (Some(Arc::new(key)), looked_up),
+                    Err((e, outcome)) => {
+                        registry.record_auth(outcome);
+                        let response = Response::error(&e);
+                        self.record(Some(target), &response, waiter);
+                        return response;
+                    }
+                }
+            }
         };
         let response = match &key {
             Some(key) => {
@@ -293,13 +311,18 @@ impl<T: Transport> Service<T> {
                     .await
             }
         };
-        // Every program of the request checked the key; or none ran, and
-        // only the key store can say whether the answer stands.
+        // Every program of the request checked the key, or the key was
+        // looked up for this request; otherwise (nothing ran, or the check
+        // inside the transaction refused) only the key store can say
+        // whether the answer stands.
+        let refused = response.code == Some(ErrorCode::Unauthenticated);
         let (response, outcome) = match key {
-            Some(key) if !key.is_verified() => match admit(engine, &key, true).await {
-                Ok(()) => (response, AuthOutcome::Success),
-                Err((e, outcome)) => (Response::error(&e), outcome),
-            },
+            Some(key) if !key.is_verified() && (!looked_up || refused) => {
+                match admit(engine, &self.isolate.keys, &key, true).await {
+                    Ok(()) => (response, AuthOutcome::Success),
+                    Err((e, outcome)) => (Response::error(&e), outcome),
+                }
+            }
             _ => (response, AuthOutcome::Success),
         };
         if config.auth_enabled() {
@@ -307,6 +330,31 @@ impl<T: Transport> Service<T> {
         }
         self.record(Some(target), &response, waiter);
         response
+    }
+
+    /// Decides a managed key before the request's body is read or any
+    /// transaction begins: a key remembered as refused is 401 at no cost; a
+    /// key known valid and holding what the route needs passes at no cost
+    /// (unless `always`), its request's own transaction checking it again;
+    /// any other key is looked up now. Says whether it was looked up.
+    async fn screen(
+        &self,
+        engine: &Engine<T>,
+        key: &KeyCheck,
+        check_permission: bool,
+        always: bool,
+    ) -> Result<bool, (ApiError, AuthOutcome)> {
+        match self.isolate.keys.get(key.digest()) {
+            Known::Refused(outcome) => return Err((ApiError::unauthenticated(), outcome)),
+            Known::Valid(held)
+                if !always && (!check_permission || held.includes(key.required())) =>
+            {
+                return Ok(false)
+            }
+            Known::Valid(_) | Known::Unseen => {}
+        }
+        admit(engine, &self.isolate.keys, key, check_permission).await?;
+        Ok(true)
     }
 
     /// Counts a finished request against its route (registered RPCs only).
@@ -407,11 +455,13 @@ impl Target {
 /// Served only when `MQLITE_METRICS=on`; otherwise an unknown path.
 const METRICS_PATH: &str = "/metrics";
 
-/// Asks the key store about a managed key: 401 unless it is live; with
-/// `check_permission`, 403 unless it holds what its route requires. A
-/// storage failure is a server error, never a pass.
+/// Asks the key store about a managed key (one read) and remembers the
+/// answer: 401 unless it is live; with `check_permission`, 403 unless it
+/// holds what its route requires. A storage failure is a server error,
+/// never a pass.
 async fn admit<T: Transport>(
     engine: &Engine<T>,
+    known: &KnownKeys,
     key: &KeyCheck,
     check_permission: bool,
 ) -> Result<(), (ApiError, AuthOutcome)> {
@@ -419,6 +469,7 @@ async fn admit<T: Transport>(
         .key_state(key)
         .await
         .map_err(|e| (ApiError::from(e), AuthOutcome::BackendError))?;
+    known.learn(*key.digest(), state);
     let refused = |outcome| Err((ApiError::unauthenticated(), outcome));
     match state {
         KeyState::Valid(held) if !check_permission || held.includes(key.required()) => Ok(()),

@@ -33,6 +33,12 @@ pub fn reads_body(rpc: Rpc) -> bool {
     !matches!(rpc, Rpc::ListQueues | Rpc::ListSubscriptions | Rpc::Status)
 }
 
+/// RPCs answered without any database request (so without a transaction
+/// that would check a managed key).
+pub fn reaches_database(rpc: Rpc) -> bool {
+    !matches!(rpc, Rpc::TestFilter)
+}
+
 /// What handlers beyond the engine may need about the request.
 pub struct Context<'a, W> {
     pub config: &'a Config,
