@@ -106,6 +106,9 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         content_length,
     };
     let response = service.handle(&request, body, &waiter).await;
+    if let Some(line) = response.log_line() {
+        worker::console_error!("{} {}: {line}", request.method, request.path);
+    }
     to_worker_response(response)
 }
 

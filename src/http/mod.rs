@@ -18,6 +18,7 @@ pub use known_keys::{Known, KnownKeys, REFUSED_CAPACITY, VALID_CAPACITY};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::engine::{Clock, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
@@ -50,6 +51,9 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The error code of an error answer, kept for the request counters.
     code: Option<ErrorCode>,
+    /// What an internal error or an unknown outcome really was, for the
+    /// operator's log only: the answer carries just the id in this line.
+    log: Option<String>,
 }
 
 impl Response {
@@ -59,6 +63,7 @@ impl Response {
             headers,
             body,
             code: None,
+            log: None,
         }
     }
 
@@ -70,10 +75,30 @@ impl Response {
         )
     }
 
+    /// An error answer. The text of an internal error or of a lost
+    /// outcome (database or fetch error text, a configuration problem) is
+    /// never sent to the caller: the answer names an id that the log line
+    /// carries beside the text.
     fn error(error: &ApiError) -> Self {
+        let (shown, log) = match error.code {
+            ErrorCode::Internal | ErrorCode::OutcomeUnknown => {
+                let id = incident_id();
+                let generic = match error.code {
+                    ErrorCode::Internal => format!("internal error (id {id})"),
+                    _ => format!(
+                        "mqlite: commit outcome unknown: the write may or may not have \
+                         applied (id {id})"
+                    ),
+                };
+                let line = format!("{} (id {id}): {}", error.code.as_str(), error.message);
+                (ApiError::new(error.code, generic), Some(line))
+            }
+            _ => (error.clone(), None),
+        };
         let mut response = Response {
             code: Some(error.code),
-            ..Self::json(error.status(), error.body())
+            log,
+            ..Self::json(shown.status(), shown.body())
         };
         if let Some(ms) = error.retry_after_ms {
             // Whole seconds, rounded up, never 0: "now" would invite a storm.
@@ -85,12 +110,25 @@ impl Response {
         response
     }
 
+    /// The line to log for this answer, when it hides what happened.
+    pub fn log_line(&self) -> Option<&str> {
+        self.log.as_deref()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// An id that ties a generic error answer to its log line: random, or an
+/// isolate-wide sequence number when the random source fails.
+fn incident_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    crate::engine::random_hex(8)
+        .unwrap_or_else(|_| format!("seq{:013x}", NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// A request body that is read only once the checks before it passed, and
@@ -213,6 +251,8 @@ impl<T: Transport> Service<T> {
         let (config, engine) = match &self.setup {
             Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
+            // The answer does not describe the configuration to whoever
+            // asks: the log line does.
             Err(message) => {
                 return Response::error(&ApiError::new(
                     ErrorCode::Internal,
