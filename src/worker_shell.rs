@@ -54,19 +54,44 @@ fn binding(env: &Env, name: &str) -> Option<String> {
         .ok()
 }
 
+/// The configuration and the database settings, parsed on the isolate's
+/// first event only (bindings do not change during an isolate's life); a
+/// configuration error is logged once, and answered 500 on every RPC.
+fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String> {
+    static DATABASE: OnceLock<Result<DatabaseFetch, String>> = OnceLock::new();
+    let lookup = |name: &str| binding(env, name);
+    let config = isolate.config(|name| {
+        let value = lookup(name);
+        if name == "MQLITE_TOKENS" && value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+            worker::console_warn!(
+                "MQLITE_TOKENS is not set: authentication is on with no administrator token, \
+                 so every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
+            );
+        }
+        value
+    });
+    if let Err(e) = &config {
+        static LOGGED: OnceLock<()> = OnceLock::new();
+        LOGGED.get_or_init(|| worker::console_error!("invalid configuration: {e}"));
+    }
+    let database = DATABASE
+        .get_or_init(|| DatabaseFetch::from_env(&lookup))
+        .clone();
+    Ok((config?, database?))
+}
+
 /// The cron trigger: one maintenance pass over every queue (idle queues
 /// converge, janitors, DLQ retention). Requests never depend on it.
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    let lookup = |name: &str| binding(&env, name);
-    let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
-        (Ok(config), Ok(transport)) => (config, transport),
-        (Err(e), _) | (_, Err(e)) => {
+    let isolate = isolate();
+    let (config, transport) = match setup(&isolate, &env) {
+        Ok(setup) => setup,
+        Err(e) => {
             worker::console_error!("maintenance sweep skipped: {e}");
             return;
         }
     };
-    let isolate = isolate();
     let effects = Arc::new(Effects::default());
     let engine = Engine::new(transport, Clock::Database, config.limits.clone())
         .with_effects(effects.clone())
@@ -80,16 +105,9 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let waiter = WorkerWaiter::start();
-    let lookup = |name: &str| binding(&env, name);
-    let setup = Config::from_vars(lookup)
-        .and_then(|config| DatabaseFetch::from_env(&lookup).map(|transport| (config, transport)));
-    if matches!(&setup, Ok((c, _)) if c.auth == http::AuthMode::On { admin_tokens: vec![] }) {
-        worker::console_warn!(
-            "MQLITE_TOKENS is not set: authentication is on with no administrator token, so \
-             every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
-        );
-    }
-    let service = Service::new(setup, Clock::Database, isolate());
+    let isolate = isolate();
+    let setup = setup(&isolate, &env);
+    let service = Service::new(setup, Clock::Database, isolate);
     let request = http::Request {
         method: req.method().to_string(),
         path: req.path(),
@@ -187,6 +205,7 @@ impl Waiter for WorkerWaiter {
 }
 
 /// Hrana pipelines over `fetch`, one POST per call, bounded by a timeout.
+#[derive(Clone)]
 struct DatabaseFetch {
     pipeline_url: String,
     auth_token: Option<String>,

@@ -19,7 +19,7 @@ pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::engine::{Clock, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
 use crate::observe::{prometheus, AuthOutcome, Registry};
@@ -163,6 +163,9 @@ pub struct Isolate {
     pub registry: Arc<Registry>,
     pub write_health: Arc<WriteHealth>,
     pub keys: KnownKeys,
+    /// The deployment's configuration, read on the isolate's first request:
+    /// vars and secrets do not change during an isolate's life.
+    config: OnceLock<Result<Config, String>>,
 }
 
 impl Isolate {
@@ -177,7 +180,13 @@ impl Isolate {
                 Arc::new(|| Clock::Database.wall_ms()),
             )),
             keys: KnownKeys::default(),
+            config: OnceLock::new(),
         }
+    }
+
+    /// The configuration, parsed through `var` the first time only.
+    pub fn config(&self, var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        self.config.get_or_init(|| Config::from_vars(var)).clone()
     }
 
     /// Replaces the write breaker (tests pick the policy and the clock).
