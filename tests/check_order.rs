@@ -11,6 +11,9 @@ use support::{json_body, Api, ADMIN};
 const SEND: &str = "/mqlite.v1.QueueService/Send";
 const MONITOR: &str = "monitor-token-0123456789abcdef-0123";
 
+/// Method, path, credential, body, and the answer expected.
+type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a [u8], (u16, &'a str));
+
 fn code(r: &mqlite_edge::http::Response) -> (u16, String) {
     (
         r.status,
@@ -27,7 +30,7 @@ async fn each_check_runs_before_the_next() {
     let admin = format!("Bearer {ADMIN}");
     let monitor = format!("Bearer {MONITOR}");
     let huge_garbage = vec![b'{'; 65];
-    let cases: [(&str, &str, Option<&str>, &[u8], (u16, &str)); 6] = [
+    let cases: [Case; 6] = [
         ("POST", "/nope", None, b"", (401, "unauthenticated")),
         ("POST", "/nope", Some(&monitor), b"", (404, "not_found")),
         ("GET", SEND, Some(&monitor), b"", (403, "permission_denied")),
