@@ -55,8 +55,9 @@ fn binding(env: &Env, name: &str) -> Option<String> {
 }
 
 /// The configuration and the database settings, parsed on the isolate's
-/// first event only (bindings do not change during an isolate's life); a
-/// configuration error is logged once, and answered 500 on every RPC.
+/// first event only (bindings do not change during an isolate's life). A
+/// configuration error is answered 500 on every RPC, and each answer's log
+/// line says what is wrong.
 fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String> {
     static DATABASE: OnceLock<Result<DatabaseFetch, String>> = OnceLock::new();
     let lookup = |name: &str| binding(env, name);
@@ -70,10 +71,6 @@ fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String
         }
         value
     });
-    if let Err(e) = &config {
-        static LOGGED: OnceLock<()> = OnceLock::new();
-        LOGGED.get_or_init(|| worker::console_error!("invalid configuration: {e}"));
-    }
     let database = DATABASE
         .get_or_init(|| DatabaseFetch::from_env(&lookup))
         .clone();

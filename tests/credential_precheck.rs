@@ -202,9 +202,17 @@ async fn a_key_seen_valid_keeps_the_one_round_trip_path() {
             json!({"name":"q","config":{}}),
         )
         .await;
-    let (key, _) = broker.mint(&["send"]).await;
     let send = json!({"queue":"q","messages":[{"body":b64("x")}]});
-    // First use in this isolate: one lookup, then the RPC.
+    // Minted by this isolate: one round trip from the first use.
+    let (own, _) = broker.mint(&["send"]).await;
+    let before = broker.sent();
+    assert_eq!(
+        broker.rpc(&own, "QueueService/Send", send.clone()).await.0,
+        200
+    );
+    assert_eq!(broker.sent() - before, 1);
+    // Minted elsewhere: the first use here looks it up, then the RPC.
+    let (key, _) = Broker::over(&temp, &clock).mint(&["send"]).await;
     let before = broker.sent();
     assert_eq!(
         broker.rpc(&key, "QueueService/Send", send.clone()).await.0,

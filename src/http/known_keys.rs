@@ -75,7 +75,8 @@ impl KnownKeys {
     }
 
     /// How many digests are remembered as refused.
-    pub fn refused_len(&self) -> usize {
+    #[cfg(test)]
+    fn refused_len(&self) -> usize {
         let sets = self.sets.lock().unwrap_or_else(PoisonError::into_inner);
         sets.refused.map.len()
     }

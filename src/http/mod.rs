@@ -14,7 +14,7 @@ mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config};
-pub use known_keys::{Known, KnownKeys, REFUSED_CAPACITY, VALID_CAPACITY};
+pub use known_keys::{Known, KnownKeys};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;

@@ -8,7 +8,9 @@ use super::auth::Principal;
 use super::config::Config;
 use super::routes::Rpc;
 use super::Isolate;
-use crate::engine::{Effects, Engine, EngineError, KeySort, Settlement, Waiter};
+use crate::engine::{
+    Effects, Engine, EngineError, KeyCheck, KeySort, KeyState, Settlement, Waiter,
+};
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::{Transport, WriteState};
@@ -185,6 +187,11 @@ pub async fn call<T: Transport, W: Waiter>(
         Rpc::CreateKey => {
             let request: CreateKeyRequest = decode(&body)?;
             let created = engine.create_key(&request.into()).await?;
+            // This isolate just minted it: its first use needs no lookup.
+            if let Some(key) = KeyCheck::from_token(&created.token, created.key.permissions) {
+                let state = KeyState::Valid(created.key.permissions);
+                context.isolate.keys.learn(*key.digest(), state);
+            }
             json(&CreateKeyResponse::from(created))
         }
         Rpc::ListKeys => {
