@@ -1,12 +1,16 @@
 # Two commands: `make dev` runs the broker locally, `make test` runs every test.
-# Both install whatever is missing first (see scripts/setup.sh).
-.PHONY: dev test bench build
+# Both install whatever is missing first (see scripts/setup.sh). `make check` is
+# the fast loop: formatting, lints (native and wasm) and the native tests.
+.PHONY: dev test check bench build
 
 dev:
 	bash scripts/dev.sh
 
 test:
 	bash scripts/test.sh
+
+check:
+	bash scripts/check.sh
 
 bench:
 	bash scripts/bench.sh $(ARGS)

@@ -13,23 +13,9 @@ cd "$REPO_ROOT"
 bash scripts/setup.sh
 browser_install
 use_tools_path
-# promtool as setup.sh left it, when the system has none of its own.
-export PATH="$PATH:$TOOLS_DIR/promtool"
 
-log "format and lint"
-cargo fmt --all -- --check || die "cargo fmt found unformatted code: run cargo fmt --all"
-cargo clippy --quiet --workspace --all-targets --features mqlite-edge/native -- -D warnings \
-  || die "clippy found warnings"
-if [ "$(cat "$WASM_TOOLCHAIN_DIR/mode")" = rustup ]; then
-  # The Worker shell only compiles for wasm32: lint it there too.
-  CARGO_TARGET_DIR="$REPO_ROOT/target/wasm-check" \
-    cargo clippy --quiet --target wasm32-unknown-unknown --lib -- -D warnings \
-    || die "clippy found warnings in the wasm build"
-fi
-
-log "native tests (unit, store, engine, http)"
-# The /metrics lint must run here, never skip for want of promtool.
-MQLITE_REQUIRE_PROMTOOL=1 cargo test --workspace --exclude mqlite-e2e --features mqlite-edge/native
+# Formatting, lints (native and wasm) and the native tests: `make check`.
+bash scripts/check.sh
 
 log "building the Worker and the local libSQL server"
 bash scripts/build-worker.sh
@@ -56,6 +42,9 @@ pgmq_start
 MQLITE_E2E_PGMQ_URL="$PGMQ_URL" cargo test -p mqlite-e2e --test pgmq_diff
 pgmq_stop
 trap - EXIT
+
+log "make dev: secrets only in .dev.vars, nothing left running after SIGTERM"
+cargo test -p mqlite-e2e --test dev_script
 
 sqld="$(sqld_bin)"
 if [ -n "$sqld" ]; then

@@ -54,19 +54,41 @@ fn binding(env: &Env, name: &str) -> Option<String> {
         .ok()
 }
 
+/// The configuration and the database settings, parsed on the isolate's
+/// first event only (bindings do not change during an isolate's life). A
+/// configuration error is answered 500 on every RPC, and each answer's log
+/// line says what is wrong.
+fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String> {
+    static DATABASE: OnceLock<Result<DatabaseFetch, String>> = OnceLock::new();
+    let lookup = |name: &str| binding(env, name);
+    let config = isolate.config(|name| {
+        let value = lookup(name);
+        if name == "MQLITE_TOKENS" && value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+            worker::console_warn!(
+                "MQLITE_TOKENS is not set: authentication is on with no administrator token, \
+                 so every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
+            );
+        }
+        value
+    });
+    let database = DATABASE
+        .get_or_init(|| DatabaseFetch::from_env(&lookup))
+        .clone();
+    Ok((config?, database?))
+}
+
 /// The cron trigger: one maintenance pass over every queue (idle queues
 /// converge, janitors, DLQ retention). Requests never depend on it.
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    let lookup = |name: &str| binding(&env, name);
-    let (config, transport) = match (Config::from_vars(lookup), DatabaseFetch::from_env(&lookup)) {
-        (Ok(config), Ok(transport)) => (config, transport),
-        (Err(e), _) | (_, Err(e)) => {
+    let isolate = isolate();
+    let (config, transport) = match setup(&isolate, &env) {
+        Ok(setup) => setup,
+        Err(e) => {
             worker::console_error!("maintenance sweep skipped: {e}");
             return;
         }
     };
-    let isolate = isolate();
     let effects = Arc::new(Effects::default());
     let engine = Engine::new(transport, Clock::Database, config.limits.clone())
         .with_effects(effects.clone())
@@ -80,16 +102,9 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     let waiter = WorkerWaiter::start();
-    let lookup = |name: &str| binding(&env, name);
-    let setup = Config::from_vars(lookup)
-        .and_then(|config| DatabaseFetch::from_env(&lookup).map(|transport| (config, transport)));
-    if matches!(&setup, Ok((c, _)) if c.auth == http::AuthMode::On { admin_tokens: vec![] }) {
-        worker::console_warn!(
-            "MQLITE_TOKENS is not set: authentication is on with no administrator token, so \
-             every RPC is refused (401). Set it with `wrangler secret put MQLITE_TOKENS`."
-        );
-    }
-    let service = Service::new(setup, Clock::Database, isolate());
+    let isolate = isolate();
+    let setup = setup(&isolate, &env);
+    let service = Service::new(setup, Clock::Database, isolate);
     let request = http::Request {
         method: req.method().to_string(),
         // The query string rides along: the pgmq dialect reads `?unlogged`.
@@ -110,6 +125,9 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         content_length,
     };
     let response = service.handle(&request, body, &waiter).await;
+    if let Some(line) = response.log_line() {
+        worker::console_error!("{} {}: {line}", request.method, request.path);
+    }
     to_worker_response(response)
 }
 
@@ -188,6 +206,7 @@ impl Waiter for WorkerWaiter {
 }
 
 /// Hrana pipelines over `fetch`, one POST per call, bounded by a timeout.
+#[derive(Clone)]
 struct DatabaseFetch {
     pipeline_url: String,
     auth_token: Option<String>,

@@ -22,31 +22,37 @@ async fn c016_missing_header_is_401_with_fixed_envelope() {
 #[tokio::test]
 async fn c017_to_c023_header_forms() {
     let api = Api::new(&[]);
-    let cases: &[(&[(&str, &str)], u16)] = &[
-        (&[("Authorization", "Bearer nope")], 401),
-        (&[("authorization", "bearer T")], 200),
-        (&[("Authorization", "Bearer   T")], 200),
-        (&[("Authorization", "T")], 401),
-        (&[("Authorization", "Basic dXNlcjpwYXNz")], 401),
-        (&[("Authorization", "Bearer T x")], 401),
-        (&[("Authorization", "Bearer T,x")], 401),
-        (
-            &[("Authorization", "Bearer T"), ("Authorization", "Bearer T")],
-            401,
-        ),
+    let t = ADMIN;
+    let cases: Vec<(Vec<String>, u16)> = vec![
+        (vec!["Bearer nope".into()], 401),
+        (vec![format!("bearer {t}")], 200),
+        (vec![format!("Bearer   {t}")], 200),
+        (vec![t.into()], 401),
+        (vec!["Basic dXNlcjpwYXNz".into()], 401),
+        (vec![format!("Bearer {t} x")], 401),
+        (vec![format!("Bearer {t},x")], 401),
+        (vec![ADMIN_AUTH.into(), ADMIN_AUTH.into()], 401),
         // How the Workers runtime folds a repeated header.
-        (&[("Authorization", "Bearer T, Bearer T")], 401),
+        (vec![format!("Bearer {t}, Bearer {t}")], 401),
     ];
-    for (headers, status) in cases {
-        let r = api.request("POST", LIST, headers, b"").await;
-        assert_eq!(r.status, *status, "{headers:?}");
+    for (values, status) in cases {
+        let name = if status == 200 && values[0].starts_with("bearer") {
+            "authorization"
+        } else {
+            "Authorization"
+        };
+        let headers: Vec<(&str, &str)> = values.iter().map(|v| (name, v.as_str())).collect();
+        let r = api.request("POST", LIST, &headers, b"").await;
+        assert_eq!(r.status, status, "{headers:?}");
     }
 }
 
 #[tokio::test]
 async fn several_admin_tokens_each_authenticate() {
-    let api = Api::new(&[("MQLITE_TOKENS", " a , ,b ")]);
-    for token in ["a", "b"] {
+    let a = "first-admin-token-0123456789abcdef";
+    let b = "second-admin-token-0123456789abcdef";
+    let api = Api::new(&[("MQLITE_TOKENS", &format!(" {a} , ,{b} "))]);
+    for token in [a, b] {
         let auth = format!("Bearer {token}");
         assert_eq!(
             api.request("POST", LIST, &[("Authorization", &auth)], b"")
@@ -61,7 +67,7 @@ async fn several_admin_tokens_each_authenticate() {
 async fn unset_tokens_fail_closed_but_stay_discoverable() {
     let api = Api::new(&[("MQLITE_TOKENS", "")]);
     assert_eq!(
-        api.request("POST", LIST, &[("Authorization", "Bearer T")], b"")
+        api.request("POST", LIST, &[("Authorization", ADMIN_AUTH)], b"")
             .await
             .status,
         401
@@ -74,7 +80,7 @@ async fn unset_tokens_fail_closed_but_stay_discoverable() {
 async fn tokens_listing_nothing_is_a_configuration_error() {
     let api = Api::new(&[("MQLITE_TOKENS", " , ")]);
     let r = api
-        .request("POST", LIST, &[("Authorization", "Bearer T")], b"")
+        .request("POST", LIST, &[("Authorization", ADMIN_AUTH)], b"")
         .await;
     assert_eq!(r.status, 500);
     assert_eq!(json_body(&r)["code"], "internal");

@@ -7,7 +7,7 @@ use serde_json::json;
 use support::*;
 
 const SEND: &str = "/mqlite.v1.QueueService/Send";
-const AUTH: (&str, &str) = ("Authorization", "Bearer T");
+const AUTH: (&str, &str) = ("Authorization", ADMIN_AUTH);
 
 async fn status_and_code(api: &Api, path: &str, body: &[u8]) -> (u16, String) {
     let r = api.request("POST", path, &[AUTH], body).await;

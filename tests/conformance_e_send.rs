@@ -268,6 +268,17 @@ async fn c077_schedule_parks_the_message_until_its_time() {
         json!({"messages":[]})
     );
     assert_eq!(api.stats("q").await["scheduled"], 1);
+    // Still parked a millisecond before its time, due exactly at it.
+    api.advance(59_999);
+    assert_eq!(api.stats("q").await["scheduled"], 1);
+    api.advance(1);
+    let due = api
+        .ok(
+            "QueueService/Receive",
+            json!({"queue":"q","wait_time_ms":0}),
+        )
+        .await;
+    assert_eq!(due["messages"][0]["seq_number"], seq);
 }
 
 #[tokio::test]

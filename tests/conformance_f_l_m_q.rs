@@ -141,7 +141,13 @@ async fn c093_c094_window_expiry_and_repeats_within_a_request() {
         seqs(&send_id(&api, "q", Some("k"), "x", json!({})).await.1),
         vec![s[0]]
     );
-    api.advance(360_000);
+    // A millisecond before the window closes: still the original.
+    api.advance(299_999);
+    assert_eq!(
+        seqs(&send_id(&api, "q", Some("k"), "x", json!({})).await.1),
+        vec![s[0]]
+    );
+    api.advance(1);
     let fresh = seqs(&send_id(&api, "q", Some("k"), "x", json!({})).await.1);
     assert!(
         fresh[0] > s[0],
@@ -161,7 +167,11 @@ async fn c165_c166_ttl_dead_letters_or_discards() {
     .await;
     api.send_text("dl", "x").await;
     api.send_text("drop", "x").await;
-    api.advance(2000);
+    // A millisecond before the TTL both are still there.
+    api.advance(999);
+    assert_eq!(api.stats("dl").await["active"], 1);
+    assert_eq!(api.stats("drop").await["active"], 1);
+    api.advance(1001);
     assert_eq!(
         api.ok("QueueService/Receive", json!({"queue":"dl"})).await,
         json!({"messages":[]})
@@ -184,7 +194,10 @@ async fn c167_scheduled_expiry_is_never_delivered() {
         json!({"queue":"q","scheduled_enqueue_time_ms":t,"messages":[{"body":b64("x")}]}),
     )
     .await;
-    api.advance(3000);
+    // Due at +1000, alive until +2000 (the TTL runs from visibility).
+    api.advance(1999);
+    assert_eq!(api.stats("q").await["active"], 1);
+    api.advance(1001);
     assert_eq!(
         api.ok("QueueService/Receive", json!({"queue":"q"})).await,
         json!({"messages":[]})
@@ -217,7 +230,11 @@ async fn c168_c169_locked_and_deferred_expiry() {
     let settle =
         |m: &Value| json!({"queue":"q","seq_number":m["seq_number"],"lock_token":m["lock_token"]});
     api.ok("QueueService/Defer", settle(&got[1])).await;
-    api.advance(2500);
+    // A millisecond before the TTL neither has expired.
+    api.advance(1999);
+    let p = peek(&api, "q").await;
+    assert!(p.iter().all(|m| m["state"] != "dead_lettered"), "{p:?}");
+    api.advance(501);
     let p = peek(&api, "q").await;
     assert!(
         p.iter()

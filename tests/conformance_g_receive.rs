@@ -281,7 +281,9 @@ async fn c106_ttl_expired_is_never_claimed() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"default_ttl_ms":1000})).await;
     api.send_text("q", "x").await;
-    api.advance(1000);
+    api.advance(999);
+    assert_eq!(api.stats("q").await["active"], 1, "alive until its TTL");
+    api.advance(1);
     assert!(receive(&api, json!({"queue":"q"})).await.is_empty());
     let stats = api.stats("q").await;
     assert_eq!(
@@ -458,8 +460,12 @@ async fn c129_lease_deadline_instant_is_expired_without_any_reaping() {
     api.create_queue("q", json!({"lock_duration_ms":1000}))
         .await;
     api.send_text("q", "x").await;
-    let m = receive(&api, json!({"queue":"q"})).await.remove(0);
-    api.advance(1000);
+    api.send_text("q", "y").await;
+    let mut both = receive(&api, json!({"queue":"q","max_messages":2})).await;
+    let m = both.remove(1);
+    api.advance(999);
+    assert_eq!(complete(&api, "q", &both[0]).await.0, 200, "just before");
+    api.advance(1);
     assert_eq!(
         complete(&api, "q", &m).await.0,
         409,

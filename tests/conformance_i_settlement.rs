@@ -819,7 +819,7 @@ async fn c204_c205_c206_peek_hides_tokens_and_filters() {
         .request(
             "POST",
             "/mqlite.v1.QueueService/Peek",
-            &[("Authorization", "Bearer T")],
+            &[("Authorization", ADMIN_AUTH)],
             br#"{"queue":"q"}"#,
         )
         .await;

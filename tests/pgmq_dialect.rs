@@ -8,11 +8,11 @@ mod support;
 use serde_json::{json, Value};
 use support::*;
 
-const ADMIN_AUTH: (&str, &str) = ("Authorization", "Bearer T");
+const ADMIN_HEADER: (&str, &str) = ("Authorization", ADMIN_AUTH);
 
 /// A pgmq request as the admin: status, JSON (Null when empty), round trips.
 async fn pg(api: &Api, method: &str, path: &str, body: Option<Value>) -> (u16, Value, u64) {
-    pg_with(api, method, path, body, &[ADMIN_AUTH]).await
+    pg_with(api, method, path, body, &[ADMIN_HEADER]).await
 }
 
 async fn pg_with(
@@ -315,7 +315,7 @@ async fn errors_caps_and_validation_answer_as_the_reference() {
         (422, json!(["query", "unlogged"]))
     );
     let response = api
-        .request("POST", "/v1/queues/q/read", &[ADMIN_AUTH], b"{nope")
+        .request("POST", "/v1/queues/q/read", &[ADMIN_HEADER], b"{nope")
         .await;
     assert_eq!(
         (
@@ -325,7 +325,7 @@ async fn errors_caps_and_validation_answer_as_the_reference() {
         (422, json!("json_invalid"))
     );
     let response = api
-        .request("POST", "/v1/queues/q/read", &[ADMIN_AUTH], b"")
+        .request("POST", "/v1/queues/q/read", &[ADMIN_HEADER], b"")
         .await;
     assert_eq!(
         (
@@ -635,8 +635,8 @@ async fn credentials_bearer_api_key_pgmq_keys_and_managed_keys() {
     let (s, b, _) = pg_with(&api, "GET", "/v1/queues", None, &[]).await;
     assert!(unauthorized(s, &b), "{s} {b}");
     for headers in [
-        vec![("Authorization", "Bearer T")],
-        vec![("X-API-Key", "T")],
+        vec![("Authorization", ADMIN_AUTH)],
+        vec![("X-API-Key", ADMIN)],
         vec![("X-API-Key", "legacy")],
         vec![("Authorization", "Bearer ci-secret")],
         vec![
@@ -648,7 +648,7 @@ async fn credentials_bearer_api_key_pgmq_keys_and_managed_keys() {
         assert_eq!(s, 200, "{headers:?}");
     }
     for headers in [
-        vec![("X-API-Key", "T"), ("Authorization", "Bearer legacy")],
+        vec![("X-API-Key", ADMIN), ("Authorization", "Bearer legacy")],
         vec![("X-API-Key", "nope")],
         vec![("Authorization", "Basic T")],
     ] {
@@ -733,7 +733,7 @@ async fn cors_follows_the_pgmq_origin_list() {
         .request(
             "GET",
             "/v1/queues",
-            &[ADMIN_AUTH, ("Origin", "https://evil.example")],
+            &[ADMIN_HEADER, ("Origin", "https://evil.example")],
             b"",
         )
         .await;

@@ -216,7 +216,7 @@ async fn a_refusing_database_is_a_definite_failure() {
 async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     let temp = TempDb::new();
     let config =
-        mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| "T".to_owned()));
+        mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
     let dead = Faulty::new(&temp, &[Fault::NotSent; 5]);
     let setup = config.clone().map(|c| (c, dead));
     let service = mqlite_edge::http::Service::new(
@@ -227,7 +227,7 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     let request = mqlite_edge::http::Request {
         method: "POST".into(),
         path: "/mqlite.v1.AdminService/CreateQueue".into(),
-        headers: vec![("Authorization".into(), "Bearer T".into())],
+        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
     };
     let r = service
         .handle(&request, br#"{"name":"q"}"#.to_vec(), &NoWait)
@@ -335,7 +335,7 @@ fn observed_retries(observation: &serde_json::Value, operation: &str, outcome: &
 async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let temp = TempDb::new();
     let config = mqlite_edge::http::Config::from_vars(|n| match n {
-        "MQLITE_TOKENS" => Some("T".to_owned()),
+        "MQLITE_TOKENS" => Some(ADMIN.to_owned()),
         "MQLITE_METRICS" => Some("on".to_owned()),
         _ => None,
     });
@@ -347,7 +347,7 @@ async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let post = |rpc: &str| mqlite_edge::http::Request {
         method: "POST".into(),
         path: format!("/mqlite.v1.{rpc}"),
-        headers: vec![("Authorization".into(), "Bearer T".into())],
+        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
     };
     let observe = || async {
         json_body(
@@ -385,7 +385,7 @@ async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let metrics = mqlite_edge::http::Request {
         method: "GET".into(),
         path: "/metrics".into(),
-        headers: vec![("Authorization".into(), "Bearer T".into())],
+        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
     };
     let text = String::from_utf8_lossy(&service.handle(&metrics, Vec::new(), &NoWait).await.body)
         .into_owned();

@@ -125,7 +125,7 @@ impl Stack {
                 (Some(group), url)
             }
         };
-        let token = "e2e-admin-token".to_owned();
+        let token = "e2e-admin-token-0123456789abcdef".to_owned();
         let port = free_port();
         let mut command = Command::new(&tools.wrangler);
         command

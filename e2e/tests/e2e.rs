@@ -874,7 +874,10 @@ fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
         StackOptions {
             vars: &[
                 ("MQLITE_METRICS", "on"),
-                ("MQLITE_MONITOR_TOKENS", "e2e-monitor"),
+                (
+                    "MQLITE_MONITOR_TOKENS",
+                    "e2e-monitor-token-0123456789abcdef",
+                ),
             ],
             database_url: Some(s.main.db_url.clone()),
         },
@@ -952,7 +955,7 @@ fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
     let observed = stack.raw(
         "POST",
         "/mqlite.v1.AdminService/Observe",
-        Some("e2e-monitor"),
+        Some("e2e-monitor-token-0123456789abcdef"),
         b"{}",
     );
     let o = observed.json();
@@ -962,7 +965,12 @@ fn topics_keys_and_metrics(s: &Stacks) -> Result<(), String> {
             && o["collection"]["state"] == "available",
         "{observed:?}"
     );
-    let metrics = stack.raw("GET", "/metrics", Some("e2e-monitor"), b"");
+    let metrics = stack.raw(
+        "GET",
+        "/metrics",
+        Some("e2e-monitor-token-0123456789abcdef"),
+        b"",
+    );
     check!(
         metrics.status == 200
             && metrics

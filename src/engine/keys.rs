@@ -99,6 +99,11 @@ impl KeyCheck {
         })
     }
 
+    /// The SHA-256 digest of the token: what the key store is keyed by.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
     /// What the request's route requires.
     pub fn required(&self) -> Permissions {
         self.required

@@ -102,29 +102,7 @@ impl Config {
     /// in tests). A configuration the reference would refuse to start with
     /// is an error, answered as 500 on every RPC.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
-        let auth = match var("MQLITE_TOKENS") {
-            None => AuthMode::On {
-                admin_tokens: Vec::new(),
-            },
-            Some(raw) if raw.trim().is_empty() => AuthMode::On {
-                admin_tokens: Vec::new(),
-            },
-            Some(raw) if raw.trim().eq_ignore_ascii_case("off") => AuthMode::Off,
-            Some(raw) => {
-                let tokens: Vec<String> = raw
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                if tokens.is_empty() {
-                    return Err("MQLITE_TOKENS lists no usable token".into());
-                }
-                AuthMode::On {
-                    admin_tokens: tokens,
-                }
-            }
-        };
+        let auth = admin_tokens(var("MQLITE_TOKENS"))?;
         let cors_default = match auth {
             AuthMode::Off => None,
             AuthMode::On { .. } => Some("*".to_owned()),
@@ -182,9 +160,69 @@ impl Config {
     }
 }
 
+/// Shortest token accepted: 32 characters, 128 bits if drawn at random. A
+/// shorter one is a footgun (guessable, or a test value left in place).
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// `MQLITE_TOKENS` (docs/http-api.md#credentials): unset or blank fails closed, `off` alone
+/// disables auth, otherwise a comma-separated list whose blanks are
+/// dropped. Refused as a configuration error: `off` beside tokens (was auth
+/// meant to be off, or is `off` a token?), a token shorter than
+/// [`MIN_TOKEN_CHARS`] or one that no `Authorization` header could carry
+/// (whitespace), the same token twice, and a list of nothing but blanks.
+fn admin_tokens(raw: Option<String>) -> Result<AuthMode, String> {
+    let Some(raw) = raw.filter(|v| !v.trim().is_empty()) else {
+        return Ok(AuthMode::On {
+            admin_tokens: Vec::new(),
+        });
+    };
+    if raw.trim().eq_ignore_ascii_case("off") {
+        return Ok(AuthMode::Off);
+    }
+    let tokens: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if tokens.is_empty() {
+        return Err("MQLITE_TOKENS lists no usable token".into());
+    }
+    if tokens.iter().any(|t| t.eq_ignore_ascii_case("off")) {
+        return Err(
+            "MQLITE_TOKENS mixes `off` with tokens: set `off` alone, or only tokens".into(),
+        );
+    }
+    check_tokens("MQLITE_TOKENS", &tokens)?;
+    Ok(AuthMode::On {
+        admin_tokens: tokens,
+    })
+}
+
+/// Length, carriable characters and uniqueness of a token list.
+fn check_tokens(name: &str, tokens: &[String]) -> Result<(), String> {
+    for (i, token) in tokens.iter().enumerate() {
+        if token.chars().count() < MIN_TOKEN_CHARS {
+            return Err(format!(
+                "{name}: token {} is shorter than {MIN_TOKEN_CHARS} characters",
+                i + 1
+            ));
+        }
+        if token.contains([' ', '\t', '\r', '\n', ',']) {
+            return Err(format!("{name}: token {} contains whitespace", i + 1));
+        }
+        if tokens[..i].contains(token) {
+            return Err(format!("{name}: token {} is listed twice", i + 1));
+        }
+    }
+    Ok(())
+}
+
 /// `MQLITE_MONITOR_TOKENS` (docs/http-api.md#credentials): each token non-empty, free of
 /// spaces, tabs, line breaks and commas, different from every administrator
-/// token, and only with authentication on and an administrator configured.
+/// token, and only with authentication on and an administrator configured;
+/// like administrator tokens, at least [`MIN_TOKEN_CHARS`] long and each
+/// listed once.
 fn monitor_tokens(
     var: &impl Fn(&str) -> Option<String>,
     auth: &AuthMode,
@@ -209,6 +247,7 @@ fn monitor_tokens(
         }
         tokens.push(token.to_owned());
     }
+    check_tokens("MQLITE_MONITOR_TOKENS", &tokens).map_err(|e| format!("{}: {e}", invalid()))?;
     Ok(tokens)
 }
 
@@ -293,7 +332,73 @@ pub fn go_duration_ms(text: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::go_duration_ms;
+    use super::{go_duration_ms, AuthMode, Config};
+
+    const A: &str = "admin-token-0123456789abcdef-0123";
+    const B: &str = "admin-token-0123456789abcdef-4567";
+    const M: &str = "monitor-token-0123456789abcdef-01";
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, String> {
+        Config::from_vars(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn token_footguns_are_configuration_errors() {
+        let short = "x".repeat(31);
+        let mixed_a = format!("off,{A}");
+        let mixed_b = format!("{A}, OFF ");
+        let twice = format!("{A},{B},{A}");
+        let monitor_twice = format!("{M},{M}");
+        let inner_space = format!("{A} x");
+        for (tokens, monitors) in [
+            (short.as_str(), ""),
+            (mixed_a.as_str(), ""),
+            (mixed_b.as_str(), ""),
+            (twice.as_str(), ""),
+            (inner_space.as_str(), ""),
+            (A, short.as_str()),
+            (A, monitor_twice.as_str()),
+            (A, A),
+        ] {
+            let result = config(&[
+                ("MQLITE_TOKENS", tokens),
+                ("MQLITE_MONITOR_TOKENS", monitors),
+            ]);
+            assert!(result.is_err(), "{tokens:?} / {monitors:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn valid_token_lists_are_accepted() {
+        let two = format!(" {A} , ,{B} ");
+        let exactly_32 = "y".repeat(32);
+        for (tokens, monitors, admins) in [
+            (two.as_str(), M, vec![A, B]),
+            (exactly_32.as_str(), "", vec![exactly_32.as_str()]),
+        ] {
+            let parsed = config(&[
+                ("MQLITE_TOKENS", tokens),
+                ("MQLITE_MONITOR_TOKENS", monitors),
+            ]);
+            let Ok(parsed) = parsed else {
+                panic!("{tokens:?} refused: {parsed:?}")
+            };
+            assert_eq!(
+                parsed.auth,
+                AuthMode::On {
+                    admin_tokens: admins.iter().map(|t| t.to_string()).collect()
+                }
+            );
+        }
+        assert_eq!(
+            config(&[("MQLITE_TOKENS", " Off ")]).map(|c| c.auth),
+            Ok(AuthMode::Off)
+        );
+    }
 
     #[test]
     fn c212_location_is_masked() {

@@ -11,6 +11,7 @@ mod card;
 mod config;
 mod console;
 mod docs;
+mod known_keys;
 mod pgmq;
 mod routes;
 mod rpc;
@@ -18,11 +19,13 @@ mod rpc;
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config, PgmqSettings};
 pub use docs::{OPENAPI_ETAG, OPENAPI_JSON};
+pub use known_keys::{Known, KnownKeys};
 pub use pgmq::{Handler as PgmqHandler, PgmqRoute, PGMQ_ROUTES};
 pub use routes::{Route, Rpc, ROUTES};
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::engine::{Clock, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
 use crate::observe::{prometheus, AuthOutcome, Registry};
@@ -54,6 +57,9 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The error code of an error answer, kept for the request counters.
     code: Option<ErrorCode>,
+    /// What an internal error or an unknown outcome really was, for the
+    /// operator's log only: the answer carries just the id in this line.
+    log: Option<String>,
 }
 
 impl Response {
@@ -63,6 +69,7 @@ impl Response {
             headers,
             body,
             code: None,
+            log: None,
         }
     }
 
@@ -74,10 +81,30 @@ impl Response {
         )
     }
 
+    /// An error answer. The text of an internal error or of a lost
+    /// outcome (database or fetch error text, a configuration problem) is
+    /// never sent to the caller: the answer names an id that the log line
+    /// carries beside the text.
     fn error(error: &ApiError) -> Self {
+        let (shown, log) = match error.code {
+            ErrorCode::Internal | ErrorCode::OutcomeUnknown => {
+                let id = incident_id();
+                let generic = match error.code {
+                    ErrorCode::Internal => format!("internal error (id {id})"),
+                    _ => format!(
+                        "mqlite: commit outcome unknown: the write may or may not have \
+                         applied (id {id})"
+                    ),
+                };
+                let line = format!("{} (id {id}): {}", error.code.as_str(), error.message);
+                (ApiError::new(error.code, generic), Some(line))
+            }
+            _ => (error.clone(), None),
+        };
         let mut response = Response {
             code: Some(error.code),
-            ..Self::json(error.status(), error.body())
+            log,
+            ..Self::json(shown.status(), shown.body())
         };
         if let Some(ms) = error.retry_after_ms {
             // Whole seconds, rounded up, never 0: "now" would invite a storm.
@@ -89,12 +116,25 @@ impl Response {
         response
     }
 
+    /// The line to log for this answer, when it hides what happened.
+    pub fn log_line(&self) -> Option<&str> {
+        self.log.as_deref()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// An id that ties a generic error answer to its log line: random, or an
+/// isolate-wide sequence number when the random source fails.
+fn incident_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    crate::engine::random_hex(8)
+        .unwrap_or_else(|_| format!("seq{:013x}", NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// A request body that is read only once the checks before it passed, and
@@ -121,13 +161,17 @@ pub fn body_too_large(cap: usize) -> ApiError {
 }
 
 /// What outlives a request inside one isolate: when it started, the
-/// compiled topic filters it has seen, its counters, and whether the
-/// database is taking writes.
+/// compiled topic filters it has seen, its counters, whether the database
+/// is taking writes, and which managed keys it has seen valid or refused.
 pub struct Isolate {
     pub started_at_ms: i64,
     pub topics: Arc<TopicCache>,
     pub registry: Arc<Registry>,
     pub write_health: Arc<WriteHealth>,
+    pub keys: KnownKeys,
+    /// The deployment's configuration, read on the isolate's first request:
+    /// vars and secrets do not change during an isolate's life.
+    config: OnceLock<Result<Config, String>>,
 }
 
 impl Isolate {
@@ -141,7 +185,14 @@ impl Isolate {
                 Policy::default(),
                 Arc::new(|| Clock::Database.wall_ms()),
             )),
+            keys: KnownKeys::default(),
+            config: OnceLock::new(),
         }
+    }
+
+    /// The configuration, parsed through `var` the first time only.
+    pub fn config(&self, var: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
+        self.config.get_or_init(|| Config::from_vars(var)).clone()
     }
 
     /// Replaces the write breaker (tests pick the policy and the clock).
@@ -231,6 +282,8 @@ impl<T: Transport> Service<T> {
         let (config, engine) = match &self.setup {
             Ok((config, engine)) => (config, engine),
             Err(_) if path == "/healthz" => return healthz(),
+            // The answer does not describe the configuration to whoever
+            // asks: the log line does.
             Err(message) => {
                 return Response::error(&ApiError::new(
                     ErrorCode::Internal,
@@ -276,15 +329,15 @@ impl<T: Transport> Service<T> {
         let Some(target) = target else {
             // A managed key must be valid before a 404 may answer it.
             if let Some(key) = principal.key_check(Permissions::SEND) {
-                if let Err((e, outcome)) = admit(engine, &key, false).await {
+                if let Err((e, outcome)) = self.screen(engine, &key, false, false).await {
                     registry.record_auth(outcome);
                     return Response::error(&e);
                 }
             }
             return Response::error(&ApiError::no_such_path(path));
         };
-        let key = match principal.access(target.permission()) {
-            Access::Granted => None,
+        let (key, looked_up) = match principal.access(target.permission()) {
+            Access::Granted => (None, false),
             Access::Denied => {
                 registry.record_auth(AuthOutcome::PermissionDenied);
                 let response = Response::error(&ApiError::permission_denied());
@@ -299,9 +352,23 @@ impl<T: Transport> Service<T> {
                 self.record(Some(target), &response, waiter);
                 return response;
             }
-            Access::AskDatabase => principal
-                .key_check(target.permission().key_bits())
-                .map(Arc::new),
+            Access::AskDatabase => {
+                let Some(key) = principal.key_check(target.permission().key_bits()) else {
+                    return Response::error(&ApiError::unauthenticated());
+                };
+                // TestFilter never reaches the database, so no transaction
+                // of its own would check the key: look it up every time.
+                let always = matches!(target, Target::Rpc(r) if !rpc::reaches_database(r.rpc));
+                match self.screen(engine, &key, true, always).await {
+                    Ok(looked_up) => (Some(Arc::new(key)), looked_up),
+                    Err((e, outcome)) => {
+                        registry.record_auth(outcome);
+                        let response = Response::error(&e);
+                        self.record(Some(target), &response, waiter);
+                        return response;
+                    }
+                }
+            }
         };
         let response = match &key {
             Some(key) => {
@@ -314,13 +381,18 @@ impl<T: Transport> Service<T> {
                     .await
             }
         };
-        // Every program of the request checked the key; or none ran, and
-        // only the key store can say whether the answer stands.
+        // Every program of the request checked the key, or the key was
+        // looked up for this request; otherwise (nothing ran, or the check
+        // inside the transaction refused) only the key store can say
+        // whether the answer stands.
+        let refused = response.code == Some(ErrorCode::Unauthenticated);
         let (response, outcome) = match key {
-            Some(key) if !key.is_verified() => match admit(engine, &key, true).await {
-                Ok(()) => (response, AuthOutcome::Success),
-                Err((e, outcome)) => (Response::error(&e), outcome),
-            },
+            Some(key) if !key.is_verified() && (!looked_up || refused) => {
+                match admit(engine, &self.isolate.keys, &key, true).await {
+                    Ok(()) => (response, AuthOutcome::Success),
+                    Err((e, outcome)) => (Response::error(&e), outcome),
+                }
+            }
             _ => (response, AuthOutcome::Success),
         };
         if config.auth_enabled() {
@@ -328,6 +400,31 @@ impl<T: Transport> Service<T> {
         }
         self.record(Some(target), &response, waiter);
         response
+    }
+
+    /// Decides a managed key before the request's body is read or any
+    /// transaction begins: a key remembered as refused is 401 at no cost; a
+    /// key known valid and holding what the route needs passes at no cost
+    /// (unless `always`), its request's own transaction checking it again;
+    /// any other key is looked up now. Says whether it was looked up.
+    async fn screen(
+        &self,
+        engine: &Engine<T>,
+        key: &KeyCheck,
+        check_permission: bool,
+        always: bool,
+    ) -> Result<bool, (ApiError, AuthOutcome)> {
+        match self.isolate.keys.get(key.digest()) {
+            Known::Refused(outcome) => return Err((ApiError::unauthenticated(), outcome)),
+            Known::Valid(held)
+                if !always && (!check_permission || held.includes(key.required())) =>
+            {
+                return Ok(false)
+            }
+            Known::Valid(_) | Known::Unseen => {}
+        }
+        admit(engine, &self.isolate.keys, key, check_permission).await?;
+        Ok(true)
     }
 
     /// Counts a finished request against its route (registered RPCs only).
@@ -443,11 +540,13 @@ pub const FIXED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/ui/"),
 ];
 
-/// Asks the key store about a managed key: 401 unless it is live; with
-/// `check_permission`, 403 unless it holds what its route requires. A
-/// storage failure is a server error, never a pass.
+/// Asks the key store about a managed key (one read) and remembers the
+/// answer: 401 unless it is live; with `check_permission`, 403 unless it
+/// holds what its route requires. A storage failure is a server error,
+/// never a pass.
 async fn admit<T: Transport>(
     engine: &Engine<T>,
+    known: &KnownKeys,
     key: &KeyCheck,
     check_permission: bool,
 ) -> Result<(), (ApiError, AuthOutcome)> {
@@ -455,6 +554,7 @@ async fn admit<T: Transport>(
         .key_state(key)
         .await
         .map_err(|e| (ApiError::from(e), AuthOutcome::BackendError))?;
+    known.learn(*key.digest(), state);
     let refused = |outcome| Err((ApiError::unauthenticated(), outcome));
     match state {
         KeyState::Valid(held) if !check_permission || held.includes(key.required()) => Ok(()),

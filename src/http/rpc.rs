@@ -8,7 +8,9 @@ use super::auth::Principal;
 use super::config::Config;
 use super::routes::Rpc;
 use super::Isolate;
-use crate::engine::{Effects, Engine, EngineError, KeySort, Settlement, Waiter};
+use crate::engine::{
+    Effects, Engine, EngineError, KeyCheck, KeySort, KeyState, Settlement, Waiter,
+};
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
 use crate::store::{Transport, WriteState};
@@ -31,6 +33,12 @@ use crate::wire::{decode, ApiError};
 /// RPCs that take no request object: their body is never read [quirk].
 pub fn reads_body(rpc: Rpc) -> bool {
     !matches!(rpc, Rpc::ListQueues | Rpc::ListSubscriptions | Rpc::Status)
+}
+
+/// RPCs answered without any database request (so without a transaction
+/// that would check a managed key).
+pub fn reaches_database(rpc: Rpc) -> bool {
+    !matches!(rpc, Rpc::TestFilter)
 }
 
 /// What handlers beyond the engine may need about the request.
@@ -179,6 +187,11 @@ pub async fn call<T: Transport, W: Waiter>(
         Rpc::CreateKey => {
             let request: CreateKeyRequest = decode(&body)?;
             let created = engine.create_key(&request.into()).await?;
+            // This isolate just minted it: its first use needs no lookup.
+            if let Some(key) = KeyCheck::from_token(&created.token, created.key.permissions) {
+                let state = KeyState::Valid(created.key.permissions);
+                context.isolate.keys.learn(*key.digest(), state);
+            }
             json(&CreateKeyResponse::from(created))
         }
         Rpc::ListKeys => {

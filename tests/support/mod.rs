@@ -167,11 +167,16 @@ pub struct Api {
     pub temp: Arc<TempDb>,
 }
 
-/// The admin token configured by [`Api::new`].
-pub const ADMIN: &str = "T";
+/// The admin token configured by [`Api::new`] (tokens are at least 32
+/// characters).
+pub const ADMIN: &str = "test-admin-token-0123456789abcdef";
+/// [`ADMIN`] as an `Authorization` value.
+pub const ADMIN_AUTH: &str = "Bearer test-admin-token-0123456789abcdef";
+/// A monitor token for tests that configure `MQLITE_MONITOR_TOKENS`.
+pub const MONITOR: &str = "test-monitor-token-0123456789abcdef";
 
 impl Api {
-    /// A broker with `MQLITE_TOKENS=T` plus `vars`, on a manual clock.
+    /// A broker with `MQLITE_TOKENS=`[`ADMIN`] plus `vars`, on a manual clock.
     pub fn new(vars: &[(&str, &str)]) -> Self {
         Self::build(Arc::new(TempDb::new()), Clock::manual(T0), vars)
     }

@@ -1,0 +1,278 @@
+//! `make dev` (scripts/dev.sh) end to end: it prints its URL and admin
+//! token, serves an authenticated request, hands its secrets to wrangler
+//! through `.dev.vars` (mode 0600) and never on a command line, and on
+//! SIGTERM leaves no process behind (wrangler, workerd, the libSQL server).
+//!
+//! Needs `MQLITE_E2E_ROOT` (the repository, with the Worker built and the
+//! tools installed, as `scripts/test.sh` leaves them).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mqlite_e2e::free_port;
+
+/// Startup includes building what is missing (the native migrate tool on a
+/// fresh checkout), so it may take minutes.
+const STARTUP: Duration = Duration::from_secs(1200);
+const SHUTDOWN: Duration = Duration::from_secs(30);
+
+/// A process, told apart from a later one reusing its pid by start time.
+type Proc = (u32, u64);
+
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = line.rsplit_once(") ")?.1;
+    Some(rest.split(' ').map(str::to_owned).collect())
+}
+
+/// Running (not gone, not a zombie) and still the same process.
+fn alive(proc: Proc) -> bool {
+    stat_fields(proc.0).is_some_and(|f| {
+        f.first().map(String::as_str) != Some("Z")
+            && f.get(19).and_then(|s| s.parse().ok()) == Some(proc.1)
+    })
+}
+
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every process below `root` now, with its start time and name.
+fn descendants(root: u32) -> Vec<(Proc, String)> {
+    let mut parents = Vec::new();
+    for pid in all_pids() {
+        if let Some(f) = stat_fields(pid) {
+            let ppid = f.get(1).and_then(|s| s.parse::<u32>().ok());
+            let start = f.get(19).and_then(|s| s.parse::<u64>().ok());
+            if let (Some(ppid), Some(start)) = (ppid, start) {
+                parents.push((pid, ppid, start));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid, start) in &parents {
+            if ppid == parent {
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                found.push(((pid, start), name));
+                frontier.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Processes whose command line contains `secret`.
+fn command_lines_with(secret: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for pid in all_pids() {
+        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if cmdline.windows(secret.len()).any(|w| w == secret) {
+                hits.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+            }
+        }
+    }
+    hits
+}
+
+/// Sends SIGTERM to one process, by id.
+fn terminate(pid: u32) {
+    let _ = Command::new("bash")
+        .args(["-c", &format!("kill -TERM {pid}")])
+        .status();
+}
+
+/// Stops dev.sh if the test fails half-way.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            terminate(self.0.id());
+            let deadline = Instant::now() + SHUTDOWN;
+            while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn secret_token() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let seed = format!("{nanos:032x}{:08x}", std::process::id());
+    let hex: String = seed.chars().cycle().take(64).collect();
+    format!("mqk_{hex}")
+}
+
+#[test]
+fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
+    let root = PathBuf::from(
+        std::env::var("MQLITE_E2E_ROOT").expect("MQLITE_E2E_ROOT must name the repository"),
+    );
+    let dev_vars = root.join(".dev.vars");
+    assert!(
+        !dev_vars.exists(),
+        "{} exists: make dev refuses to overwrite it",
+        dev_vars.display()
+    );
+    let token = secret_token();
+    let port = free_port();
+    let child = Command::new("bash")
+        .arg("scripts/dev.sh")
+        .current_dir(&root)
+        .env("PORT", port.to_string())
+        .env("LIBSQL_PORT", free_port().to_string())
+        .env("INSPECTOR_PORT", free_port().to_string())
+        .env("MQLITE_TOKENS", &token)
+        // The local libSQL server, whatever the suite runs against.
+        .env_remove("SQLD_BIN")
+        .env_remove("LIBSQL_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start scripts/dev.sh");
+    let mut running = Running(child);
+    let script = running.0.id();
+
+    // Watch every process's command line and the process tree throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let leaks = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::new(Mutex::new(BTreeMap::<Proc, String>::new()));
+    let watcher = {
+        let (stop, leaks, seen, secret) = (
+            stop.clone(),
+            leaks.clone(),
+            seen.clone(),
+            token.clone().into_bytes(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let hits = command_lines_with(&secret);
+                if let Ok(mut leaks) = leaks.lock() {
+                    leaks.extend(hits);
+                }
+                if let Ok(mut seen) = seen.lock() {
+                    seen.extend(descendants(script));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+
+    // The banner: URL and admin token.
+    let stdout = running.0.stdout.take().expect("piped stdout");
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + STARTUP;
+    let (mut url, mut printed_token) = (None, None);
+    while printed_token.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines_rx
+            .recv_timeout(left)
+            .expect("make dev printed its URL and admin token in time");
+        if let Some(v) = line.trim().strip_prefix("URL:") {
+            url = Some(v.trim().to_owned());
+        }
+        if let Some(v) = line.trim().strip_prefix("admin token:") {
+            printed_token = Some(v.trim().to_owned());
+        }
+    }
+    let url = url.expect("URL printed before the token");
+    assert_eq!(url, format!("http://127.0.0.1:{port}"));
+    assert_eq!(printed_token.as_deref(), Some(token.as_str()));
+
+    let mode = std::fs::metadata(&dev_vars)
+        .expect(".dev.vars exists while make dev runs")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, ".dev.vars mode {mode:o}");
+
+    let answer = ureq::post(&format!("{url}/mqlite.v1.AdminService/ListQueues"))
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_string("{}")
+        .expect("an authenticated request succeeds");
+    assert_eq!(answer.status(), 200);
+    let refused = ureq::post(&format!("{url}/mqlite.v1.AdminService/ListQueues"))
+        .set(
+            "Authorization",
+            "Bearer wrong-token-0123456789abcdef-0123456789",
+        )
+        .send_string("{}");
+    assert!(
+        matches!(refused, Err(ureq::Error::Status(401, _))),
+        "the token is what authenticates"
+    );
+
+    if let Ok(mut seen) = seen.lock() {
+        seen.extend(descendants(script));
+    }
+    terminate(script);
+    let deadline = Instant::now() + SHUTDOWN;
+    let status = loop {
+        if let Ok(Some(status)) = running.0.try_wait() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        status.is_some(),
+        "make dev did not stop within {SHUTDOWN:?} of SIGTERM"
+    );
+    stop.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    for name in ["mqlite-libsql", "workerd"] {
+        assert!(
+            seen.values().any(|n| n == name),
+            "{name} was among the processes watched: {seen:?}"
+        );
+    }
+    let survivors: Vec<String> = seen
+        .keys()
+        .filter(|p| alive(**p))
+        .map(|(pid, _)| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            )
+        })
+        .collect();
+    assert!(survivors.is_empty(), "left running: {survivors:#?}");
+    let leaks = leaks.lock().map(|l| l.clone()).unwrap_or_default();
+    assert!(
+        leaks.is_empty(),
+        "the admin token on a command line: {leaks:#?}"
+    );
+    assert!(!dev_vars.exists(), ".dev.vars removed on exit");
+}
