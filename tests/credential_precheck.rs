@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mqlite_edge::engine::Clock;
-use mqlite_edge::http::{Body, Config, Isolate, Request, Response, Service, ROUTES};
+use mqlite_edge::http::{Body, Config, Isolate, Request, Response, Service, PGMQ_ROUTES, ROUTES};
 use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use mqlite_edge::wire::ApiError;
 use serde_json::json;
@@ -92,8 +92,12 @@ impl Broker {
     }
 
     async fn call(&self, token: &str, path: &str, body: impl Body) -> Response {
+        self.call_with("POST", token, path, body).await
+    }
+
+    async fn call_with(&self, method: &str, token: &str, path: &str, body: impl Body) -> Response {
         let request = Request {
-            method: "POST".into(),
+            method: method.into(),
             path: path.into(),
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         };
@@ -176,6 +180,38 @@ async fn an_unknown_key_is_refused_on_every_route_before_its_body_is_read() {
         let again = broker.call(&key, route.path, Tripwire::default()).await;
         assert_eq!(again.status, 401, "{}", route.path);
         assert_eq!(broker.sent(), before + 1, "{}: remembered", route.path);
+    }
+}
+
+/// The same on every protected route of the pgmq dialect (docs/pgmq.md),
+/// whose refusal is its own `401 unauthorized`.
+#[tokio::test]
+async fn an_unknown_key_is_refused_on_every_pgmq_route_before_its_body_is_read() {
+    let temp = Arc::new(TempDb::new());
+    let broker = Broker::over(&temp, &Clock::manual(T0)).migrated().await;
+    for route in PGMQ_ROUTES.iter().filter(|r| r.permission.is_some()) {
+        let path = route.path.replace("{queue}", "q").replace("{msg_id}", "1");
+        let key = unknown_key();
+        let body = Tripwire::default();
+        let before = broker.sent();
+        let r = broker
+            .call_with(route.method, &key, &path, body.clone())
+            .await;
+        assert_eq!(
+            (r.status, json_body(&r)["error"].as_str()),
+            (401, Some("unauthorized")),
+            "{} {path}",
+            route.method
+        );
+        assert_eq!(body.0.load(Ordering::SeqCst), 0, "{path} read its body");
+        let sent = broker.pipelines_since(before);
+        assert_eq!(sent.len(), 1, "{path}: one lookup, nothing else");
+        assert!(!writes(&sent[0]), "{path}: the lookup takes no write lock");
+        let again = broker
+            .call_with(route.method, &key, &path, Tripwire::default())
+            .await;
+        assert_eq!(again.status, 401, "{path}");
+        assert_eq!(broker.sent(), before + 1, "{path}: remembered");
     }
 }
 

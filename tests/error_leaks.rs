@@ -153,3 +153,70 @@ async fn a_configuration_error_is_not_described_to_the_caller() {
     // Liveness stays open and storage-free.
     assert_eq!(api.request("GET", "/healthz", &[], b"").await.status, 200);
 }
+
+/// The pgmq dialect's answer: `detail` must be exactly `prefix` +
+/// `(id <hex>)` and the log line must name the same id beside `secret`.
+fn assert_pgmq_hidden(r: &Response, status: u16, error: &str, prefix: &str, secret: &str) {
+    let body = json_body(r);
+    assert_eq!(
+        (r.status, body["error"].as_str()),
+        (status, Some(error)),
+        "{body}"
+    );
+    let detail = body["detail"].as_str().unwrap_or_default();
+    let id = detail
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix("(id "))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not the generic detail: {detail:?}"));
+    let line = r
+        .log_line()
+        .unwrap_or_else(|| panic!("no log line for {detail:?}"));
+    assert!(line.contains(&format!("(id {id})")), "{line}");
+    assert!(line.contains(secret), "{line} lacks {secret}");
+    assert!(!detail.contains(secret));
+}
+
+#[tokio::test]
+async fn pgmq_errors_hide_fetch_database_and_configuration_text() {
+    let temp = Arc::new(TempDb::new());
+    let broken = Arc::new(AtomicBool::new(false));
+    let transport = Lossy {
+        inner: InProcess {
+            db: temp.db.clone(),
+        },
+        broken: broken.clone(),
+    };
+    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
+    let service = Service::new(
+        config.map(|c| (c, transport)),
+        Clock::manual(T0),
+        Arc::new(Isolate::new(T0)),
+    );
+    let request = |method: &str, path: &str| Request {
+        method: method.into(),
+        path: path.into(),
+        headers: vec![("Authorization".into(), format!("Bearer {ADMIN}"))],
+    };
+    let r = service
+        .handle(&request("PUT", "/v1/queues/q"), Vec::new(), &NoWait)
+        .await;
+    assert_eq!(r.status, 201);
+    broken.store(true, Ordering::SeqCst);
+    let body = json!({"message": {"n": 1}}).to_string().into_bytes();
+    let r = service
+        .handle(&request("POST", "/v1/queues/q/messages"), body, &NoWait)
+        .await;
+    assert_pgmq_hidden(
+        &r,
+        503,
+        "outcome_unknown",
+        "the database's answer was lost: the write may or may not have applied ",
+        SECRET,
+    );
+
+    // A broken configuration, asked by anyone.
+    let api = Api::new(&[("MQLITE_MONITOR_TOKENS", ADMIN)]);
+    let r = api.request("GET", "/v1/queues", &[], b"").await;
+    assert_pgmq_hidden(&r, 500, "internal_error", "internal error ", "monitoring");
+}

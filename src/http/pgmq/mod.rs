@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use super::auth::{self, Access, Principal};
 use super::config::{AuthMode, Config};
-use super::{Body, Request, Response, Service};
-use crate::engine::{KeyState, Waiter};
+use super::{admit, Body, Request, Response, Service};
+use crate::engine::Waiter;
 use crate::store::Transport;
-use crate::wire::pgmq::PgmqError;
+use crate::wire::pgmq::{PgmqCode, PgmqError};
+use crate::wire::ErrorCode;
 use routes::Lookup;
 
 pub use routes::serves;
@@ -68,7 +69,7 @@ impl<T: Transport> Service<T> {
             }
             Err(message) => {
                 return error(&PgmqError::new(
-                    crate::wire::pgmq::PgmqCode::DependencyUnavailable,
+                    PgmqCode::InternalError,
                     format!("invalid configuration: {message}"),
                 ))
             }
@@ -94,16 +95,38 @@ impl<T: Transport> Service<T> {
                 let Some(key) = principal.key_check(permission.key_bits()).map(Arc::new) else {
                     return error(&PgmqError::unauthorized());
                 };
+                // A key this isolate has not seen valid is looked up (one
+                // read) before the body is read; one remembered as refused
+                // costs nothing (docs/http-api.md, "Credentials").
+                let looked_up = match self.screen(engine, &key, true, false).await {
+                    Ok(looked_up) => looked_up,
+                    Err((e, _)) if e.code == ErrorCode::Unauthenticated => {
+                        return error(&PgmqError::unauthorized())
+                    }
+                    // The reference has no 403: a missing permission is 401.
+                    Err((e, _)) if e.code == ErrorCode::PermissionDenied => {
+                        return error(&PgmqError::unauthorized())
+                    }
+                    // The key store could not answer: a server error, never a pass.
+                    Err((e, _)) => {
+                        let code = if e.code == ErrorCode::Unavailable {
+                            PgmqCode::DependencyUnavailable
+                        } else {
+                            PgmqCode::InternalError
+                        };
+                        return error(&PgmqError::new(code, e.message));
+                    }
+                };
                 let response = call.serve(&engine.for_key(key.clone()), body).await;
-                if key.is_verified() {
+                if key.is_verified() || (looked_up && response.status != 401) {
                     return response;
                 }
-                // No program ran (the request failed before the database):
-                // only the key store can say whether the answer stands.
-                match engine.key_state(&key).await {
-                    Ok(KeyState::Valid(held)) if held.includes(key.required()) => response,
-                    Ok(_) => error(&PgmqError::unauthorized()),
-                    Err(e) => error(&e.into()),
+                // Nothing ran that checked the key, or its check refused:
+                // only the key store can say whether the answer stands, and
+                // what it says is remembered.
+                match admit(engine, &self.isolate.keys, &key, true).await {
+                    Ok(()) => response,
+                    Err(_) => error(&PgmqError::unauthorized()),
                 }
             }
         }
@@ -191,6 +214,27 @@ fn detail(status: u16, text: &str) -> Response {
     Response::json(status, serde_json::json!({ "detail": text }).to_string())
 }
 
+/// An error answer. Like the Connect-JSON side (docs/http-api.md,
+/// "Errors"), a server-side failure never shows database, fetch or
+/// configuration text: the answer names an id that the log line carries
+/// beside the real text.
 fn error(e: &PgmqError) -> Response {
-    Response::json(e.status(), e.body())
+    let PgmqError::App { code, detail } = e else {
+        return Response::json(e.status(), e.body());
+    };
+    let generic = match code {
+        PgmqCode::InternalError => "internal error",
+        PgmqCode::SendFailed => "the message could not be sent",
+        PgmqCode::DependencyUnavailable => "the database is unavailable",
+        PgmqCode::OutcomeUnknown => {
+            "the database's answer was lost: the write may or may not have applied"
+        }
+        _ => return Response::json(e.status(), e.body()),
+    };
+    let id = super::incident_id();
+    let shown = PgmqError::new(*code, format!("{generic} (id {id})"));
+    Response {
+        log: Some(format!("pgmq {} (id {id}): {detail}", code.as_str())),
+        ..Response::json(shown.status(), shown.body())
+    }
 }
