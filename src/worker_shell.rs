@@ -267,7 +267,7 @@ impl DatabaseFetch {
             Ok(HttpReply { status, body })
         };
         let timeout = Delay::from(Duration::from_millis(self.timeout_ms));
-        match select(pin!(exchange), pin!(timeout)).await {
+        let outcome = match select(pin!(exchange), pin!(timeout)).await {
             Either::Left((result, _)) => result,
             Either::Right(_) => {
                 controller.abort();
@@ -276,7 +276,8 @@ impl DatabaseFetch {
                     self.timeout_ms
                 )))
             }
-        }
+        };
+        outcome
     }
 }
 
