@@ -503,6 +503,13 @@ fn judge(case: &Case, answer: &Answer) -> Option<String> {
     if answer.status >= 500 {
         return Some(format!("{} {}", answer.status, answer.text));
     }
+    let rpc = case.method == "POST" && case.path.starts_with("/mqlite.v1.");
+    if answer.status == 200 && rpc {
+        return match serde_json::from_str::<Value>(&answer.text) {
+            Ok(Value::Object(_)) => None,
+            _ => Some(format!("200 without a JSON object: {:?}", answer.text)),
+        };
+    }
     if answer.status < 400 || case.method == "HEAD" {
         return None;
     }
