@@ -398,7 +398,9 @@ fn slow_and_cut(tools: &Tools, seed: u64) -> Result<String, String> {
             database_url: Some(proxy.url.clone()),
         },
     )?;
-    const LOCK_MS: u64 = 2_000;
+    // Well above the fetch timeout: the lease a lost Receive took is still
+    // live when the next Receive looks, even on a loaded machine.
+    const LOCK_MS: u64 = 4_000;
     let queue = "faulty";
     let created = stack.rpc(
         "AdminService/CreateQueue",
