@@ -461,12 +461,13 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
             first,
         }));
     }
-    // A failed gate is an answer (nothing to do), never the failure.
+    // A gate that failed with its own marker is an answer (nothing to do),
+    // never the failure; any other error there is the database failing.
     let Some((index, error)) = step_errors
         .iter()
         .enumerate()
-        .filter(|(i, _)| !program.is_gate(*i))
-        .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+        .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+        .find(|(i, e)| !(program.is_gate(*i) && e.is_guard()))
     else {
         // No commit and no error: the answer contradicts itself.
         let detail = "the answer shows neither a commit nor an error";
