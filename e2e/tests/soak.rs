@@ -360,7 +360,7 @@ fn verify(
     // and the write breaker answers `unavailable` for a second. Retries
     // with the same message ids keep the counts exact; only a storm fails.
     let bound = if soak.stack.counts_round_trips() {
-        calls / 20
+        calls / 10
     } else {
         (calls / 200).max(10)
     };
