@@ -5,7 +5,8 @@
 //!   restarted on the same data and port while senders and receivers run.
 //!   Every acknowledged message is delivered and completed afterwards, none
 //!   is delivered twice within a live lease, no message id gets two seqs,
-//!   every failure is a 5xx with a contract code, and the isolate serves on.
+//!   every failure is a 503 `outcome_unknown` or `unavailable`, and the
+//!   isolate serves on.
 //! * `slow_and_cut_answers_through_a_fault_proxy`: a proxy between the
 //!   Worker and the database holds answers past the fetch timeout, stalls or
 //!   cuts them mid-body, or replaces them with 500/502/522. Writes are
@@ -81,19 +82,16 @@ fn main() {
     }
 }
 
-/// Codes a failure may carry while the database is down or faulty.
-const FAULT_CODES: [&str; 3] = ["outcome_unknown", "unavailable", "internal"];
+/// Codes a failure may carry while the database is down or faulty: the
+/// write may have applied, or nothing applied. Never `internal`: a database
+/// that cannot be reached is not a broken request.
+const FAULT_CODES: [&str; 2] = ["outcome_unknown", "unavailable"];
 
-/// A non-200 answer must be a 5xx contract envelope with a fault code.
+/// A non-200 answer must be a 503 contract envelope with a fault code.
 fn clear_failure(reply: &Reply) -> Result<String, String> {
     let body = reply.json();
     let code = body["code"].as_str().unwrap_or("");
-    let expected = match code {
-        "internal" => 500,
-        "outcome_unknown" | "unavailable" => 503,
-        _ => 0,
-    };
-    if reply.status == expected && body["message"].is_string() && FAULT_CODES.contains(&code) {
+    if reply.status == 503 && body["message"].is_string() && FAULT_CODES.contains(&code) {
         Ok(code.to_owned())
     } else {
         Err(format!("not a clear 5xx: {} {}", reply.status, reply.text))
