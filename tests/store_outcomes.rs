@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use mqlite_edge::engine::pgmq::PgmqRead;
 use mqlite_edge::engine::{
     Clock, Effect, Effects, Engine, EngineError, Limits, OutgoingMessage, QueueConfigInput,
     ReceiveRequest, SendRequest, StorageCall, StorageOp, StorageOutcome, Waiter,
@@ -475,6 +476,31 @@ async fn the_long_poll_budget_counts_retries() {
     assert!(claimed.is_empty());
     assert_eq!(calls(&engine), 40, "{poll:?}");
     assert_eq!(poll.attempts, 20, "each attempt took a retry");
+}
+
+/// Issue 9 item 3: pgmq's read-poll spends the same clamped budget, every
+/// fetch counted.
+#[tokio::test]
+async fn the_pgmq_read_poll_budget_is_clamped_and_counts_retries() {
+    let faults: Vec<Fault> = (0..200).flat_map(|_| [Fault::Busy, Fault::Pass]).collect();
+    let limits = Limits {
+        poll_max_requests: 1_000,
+        ..Limits::default()
+    };
+    let (_temp, engine) = setup_with(&faults, limits).await;
+    let read = PgmqRead {
+        queue: "q".into(),
+        qty: 1,
+        vt_seconds: 30,
+        pop: false,
+        max_poll_ms: 20_000,
+        poll_interval_ms: 100,
+    };
+    // 22 polls of two fetches each, then a busy one the budget cannot
+    // retry: still an empty answer, never an error.
+    let claimed = engine.pgmq_read(&read, &Endless).await.expect("empty poll");
+    assert!(claimed.is_empty());
+    assert_eq!(calls(&engine), 45);
 }
 
 /// Issue 9 item 3: a database that refuses every connection is retried a

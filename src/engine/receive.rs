@@ -11,7 +11,7 @@ use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use const_format::str_replace;
 
 use crate::store::Statement;
-use crate::store::{Committed, Program, Row, RunStats, StepId, Transport};
+use crate::store::{Committed, Program, Row, RunStats, StepId, StoreError, Transport};
 
 /// Hard caps of the wire contract.
 const MAX_MESSAGES: i64 = 256;
@@ -290,7 +290,16 @@ impl<T: Transport> Engine<T> {
             let mut stats = RunStats::limited_to(cap - poll.fetches);
             let claimed = self.claim_once(request, max, &mut stats).await;
             poll.fetches += stats.fetches;
-            let claimed = claimed?;
+            let claimed = match claimed {
+                // The budget ran out inside a later attempt that provably
+                // applied nothing: the poll found nothing, as before.
+                Err(EngineError::Store(StoreError::Unavailable(_)))
+                    if poll.attempts > 0 && poll.fetches >= cap =>
+                {
+                    return Ok((Vec::new(), poll))
+                }
+                other => other?,
+            };
             poll.attempts += 1;
             let elapsed = waiter.elapsed_ms();
             if !claimed.is_empty() || elapsed >= wait {
