@@ -9,8 +9,10 @@
 //! * a write answered by anything that does not prove the commit failed (a
 //!   lost or cut answer, a body that does not parse, any 5xx status, a
 //!   proxy's 520–524 included) is `OutcomeUnknown`, never retried;
-//! * a structured error from the server, or a 4xx other than 429, is a
-//!   definite non-commit: `Failed`;
+//! * a structured error from the server is a definite non-commit: `Failed`;
+//! * a 4xx other than 429 (the database refused us: credentials, a bad
+//!   request) is a definite non-commit too, and not worth retrying:
+//!   `Unavailable`;
 //! * a guard or the credential prelude "fires" only with the guard's own
 //!   error ([`hrana::HranaError::is_guard`]); any other error there is a
 //!   failure of the database, never a domain answer;
@@ -430,7 +432,7 @@ fn encode(program: &Program) -> String {
 
 /// A non-200 answer. Only a 4xx proves the request was refused before it
 /// ran: 429 (the server is out of connections) is retried, any other 4xx
-/// (bad credentials, a malformed request) is a definite failure. Every
+/// (bad credentials, a malformed request) is reported at once. Every
 /// other status (a 500 from the server, a gateway's 502–504, a proxy's
 /// 520–524, anything unexpected) may have followed a commit: a write's
 /// outcome is unknown, a read is retried.
@@ -443,7 +445,7 @@ fn classify_status(reply: HttpReply, write: bool) -> Retryable {
     );
     match reply.status {
         429 => Retryable::Yes(StoreError::Unavailable(detail)),
-        400..=499 => Retryable::No(StoreError::Failed(detail)),
+        400..=499 => Retryable::No(StoreError::Unavailable(detail)),
         _ => unproven(write, &detail),
     }
 }
