@@ -4,7 +4,7 @@
 //!
 //! Every answer must be a non-5xx (no database fault is injected here) and
 //! every error a contract envelope: exactly `{"code","message"}`, with the
-//! status wire §7's table gives that code. The Worker's log must show no
+//! status the wire error table gives that code. The Worker's log must show no
 //! panic, and the isolate must serve afterwards.
 //!
 //! Seeded (`MQLITE_FUZZ_SEED`, printed first and on failure), bounded by
@@ -24,7 +24,7 @@ const MAX_REQUEST_BYTES: usize = 262_144;
 const MAX_MESSAGE_BYTES: usize = 65_536;
 const TIME_LIMIT: Duration = Duration::from_secs(180);
 
-/// Wire §7: the status of every error code (written from the spec, not
+/// The wire error table: the status of every error code (written from the spec, not
 /// taken from the code under test).
 fn status_of(code: &str) -> Option<u16> {
     Some(match code {
@@ -45,7 +45,7 @@ fn status_of(code: &str) -> Option<u16> {
 
 const KEY_ID: &str = "0123456789abcdef0123456789abcdef";
 
-/// Every RPC of wire §6 with a request that is valid or nearly so.
+/// Every RPC of the Connect-JSON dialect with a request that is valid or nearly so.
 fn routes() -> Vec<(&'static str, Value)> {
     let token =
         json!({"queue":"fz","seq_number":1,"lock_token":"00112233445566778899aabbccddeeff"});
