@@ -278,7 +278,7 @@ async fn a_refusing_database_is_a_definite_failure() {
     let (_temp, engine) = setup(&[Fault::Status(401)]).await;
     let err = engine.send(&one_message()).await.expect_err("refused");
     assert!(
-        matches!(err, EngineError::Store(StoreError::Unavailable(_))),
+        matches!(err, EngineError::Store(StoreError::Refused(_))),
         "{err:?}"
     );
     assert_eq!(calls(&engine), 1);

@@ -12,7 +12,7 @@
 //! * a structured error from the server is a definite non-commit: `Failed`;
 //! * a 4xx other than 429 (the database refused us: credentials, a bad
 //!   request) is a definite non-commit too, and not worth retrying:
-//!   `Unavailable`;
+//!   `Refused`;
 //! * a guard or the credential prelude "fires" only with the guard's own
 //!   error ([`hrana::HranaError::is_guard`]); any other error there is a
 //!   failure of the database, never a domain answer;
@@ -52,9 +52,13 @@ const BACKOFF_MS: u32 = 40;
 /// Why a program did not commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
-    /// The database could not be reached or refused the request; nothing
-    /// was applied.
+    /// The database could not be reached (never sent, or no usable answer
+    /// after bounded retries); nothing was applied.
     Unavailable(String),
+    /// The database refused the request before running it (a 4xx other
+    /// than 429: our credentials, a malformed request); nothing applied,
+    /// and retrying will not help.
+    Refused(String),
     /// A write was sent but its answer was lost: it may or may not have
     /// committed. Callers must reconcile, never blindly retry.
     OutcomeUnknown(String),
@@ -71,6 +75,7 @@ impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Unavailable(m) => write!(f, "database unavailable: {m}"),
+            StoreError::Refused(m) => write!(f, "database refused the request: {m}"),
             StoreError::OutcomeUnknown(m) => write!(f, "commit outcome unknown: {m}"),
             StoreError::Failed(m) => write!(f, "database error: {m}"),
             StoreError::SchemaTooNew { found, supported } => write!(
@@ -445,7 +450,7 @@ fn classify_status(reply: HttpReply, write: bool) -> Retryable {
     );
     match reply.status {
         429 => Retryable::Yes(StoreError::Unavailable(detail)),
-        400..=499 => Retryable::No(StoreError::Unavailable(detail)),
+        400..=499 => Retryable::No(StoreError::Refused(detail)),
         _ => unproven(write, &detail),
     }
 }
