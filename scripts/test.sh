@@ -3,9 +3,12 @@
 # the native unit and engine tests, builds the Worker, then runs the
 # end-to-end suite against wrangler dev (workerd) and the local libSQL server,
 # and drives the admin console in headless Chromium against the same stack.
-# With SQLD_BIN naming sqld (the libSQL server behind Turso; CI sets it when
-# the machine has one) it also runs the end-to-end suite once
-# against sqld and a 20,000-message soak against it.
+# Then the fault runs (database SIGKILLed and restarted under load; slow and
+# cut answers through a fault proxy), a seeded fuzz of every route, and a
+# 20,000-message soak. With SQLD_BIN naming sqld (the libSQL server behind
+# Turso; CI sets it when the machine has one) it also runs the end-to-end
+# suite and the fault runs against sqld, and the soak against sqld instead
+# of the local server.
 source "$(dirname "$0")/lib/common.sh"
 source "$(dirname "$0")/lib/browser.sh"
 cd "$REPO_ROOT"
@@ -27,6 +30,10 @@ export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
 
 log "end-to-end tests through workerd (local libSQL server)"
 cargo test -p mqlite-e2e --test e2e
+log "faults through workerd (local libSQL server): SIGKILL and restart, slow and cut answers"
+cargo test -p mqlite-e2e --test faults
+log "fuzz of every route through workerd (seeded; MQLITE_FUZZ_SEED replays a run)"
+cargo test -p mqlite-e2e --test fuzz
 
 log "the admin console in headless Chromium (screenshots in target/ui-test/)"
 MQLITE_E2E_PYTHON="$CONSOLE_VENV/bin/python" MQLITE_E2E_CHROMIUM="$CHROMIUM_BIN" \
@@ -50,9 +57,13 @@ sqld="$(sqld_bin)"
 if [ -n "$sqld" ]; then
   log "end-to-end tests through workerd against sqld ($sqld ${SQLD_FLAGS[*]})"
   MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test e2e
+  log "faults through workerd against sqld: SIGKILL and restart, slow and cut answers"
+  MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test faults
   log "soak against sqld: 4 producers, 8 consumers, 20,000 messages, group_fifo"
   MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test soak
 else
-  log "SKIPPED: the end-to-end run against sqld and the sqld soak (SQLD_BIN is not set;" \
+  log "soak against the local libSQL server: 4 producers, 8 consumers, 20,000 messages, group_fifo"
+  cargo test -p mqlite-e2e --test soak
+  log "SKIPPED: the end-to-end and fault runs against sqld (SQLD_BIN is not set;" \
     "point it at sqld, e.g. the one \`turso dev\` runs, to include them)"
 fi

@@ -251,25 +251,33 @@ impl DatabaseFetch {
         let controller = AbortController::default();
         let signal = controller.signal();
         let fetch = Fetch::Request(request);
-        let sending = fetch.send_with_signal(&signal);
+        // The timeout bounds the whole exchange, the body included: a
+        // server that sends its headers and then stalls mid-body must not
+        // hold the request (and a subrequest) forever.
+        let exchange = async {
+            let mut response = fetch
+                .send_with_signal(&signal)
+                .await
+                .map_err(|e| TransportError::from_fetch_failure(&e.to_string()))?;
+            let status = response.status_code();
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| TransportError::AnswerLost(format!("answer cut short: {e}")))?;
+            Ok(HttpReply { status, body })
+        };
         let timeout = Delay::from(Duration::from_millis(self.timeout_ms));
-        let mut response = match select(pin!(sending), pin!(timeout)).await {
-            Either::Left((Ok(response), _)) => response,
-            Either::Left((Err(e), _)) => return Err(classify_fetch_error(&e.to_string())),
+        let outcome = match select(pin!(exchange), pin!(timeout)).await {
+            Either::Left((result, _)) => result,
             Either::Right(_) => {
                 controller.abort();
-                return Err(TransportError::AnswerLost(format!(
-                    "no answer within {} ms",
+                Err(TransportError::AnswerLost(format!(
+                    "no complete answer within {} ms",
                     self.timeout_ms
-                )));
+                )))
             }
         };
-        let status = response.status_code();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| TransportError::AnswerLost(format!("answer cut short: {e}")))?;
-        Ok(HttpReply { status, body })
+        outcome
     }
 }
 
@@ -280,23 +288,5 @@ impl Transport for DatabaseFetch {
 
     async fn pause(&self, millis: u32) {
         Delay::from(Duration::from_millis(millis.into())).await;
-    }
-}
-
-/// A fetch that failed before any byte reached the server is safe to retry;
-/// anything else may have been delivered.
-fn classify_fetch_error(message: &str) -> TransportError {
-    let lower = message.to_ascii_lowercase();
-    let never_sent = [
-        "connection refused",
-        "econnrefused",
-        "dns",
-        "invalid url",
-        "fetch api cannot load",
-    ];
-    if never_sent.iter().any(|p| lower.contains(p)) {
-        TransportError::NotSent(message.to_owned())
-    } else {
-        TransportError::AnswerLost(message.to_owned())
     }
 }

@@ -8,9 +8,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use mqlite_edge::engine::pgmq::PgmqRead;
 use mqlite_edge::engine::{
     Clock, Effect, Effects, Engine, EngineError, Limits, OutgoingMessage, QueueConfigInput,
-    SendRequest, StorageCall, StorageOp, StorageOutcome,
+    ReceiveRequest, SendRequest, StorageCall, StorageOp, StorageOutcome, Waiter,
 };
 use mqlite_edge::store::{HttpReply, StoreError, Transport, TransportError};
 use serde_json::json;
@@ -28,6 +29,18 @@ enum Fault {
     Garbage,
     /// The server answered that the transaction hit SQLITE_BUSY.
     Busy,
+    /// No fault: the request goes through (to script faults after it).
+    Pass,
+    /// The server ran the request, then a proxy answered this status.
+    RanThenStatus(u16),
+    /// The server ran the request and answered a pipeline without a batch.
+    RanThenNoBatch,
+    /// The server ran the request, but every guard's own error came back
+    /// as a disk I/O error (a transient fault where a guard sits).
+    GuardStepFails,
+    /// Statement `index` of the batch failed with a disk I/O error and the
+    /// transaction rolled back (nothing ran).
+    StepFails(usize),
 }
 
 /// The in-process database behind a scripted sequence of faults.
@@ -75,6 +88,64 @@ impl Transport for Faulty {
                     body: b"<html>oops".to_vec(),
                 })
             }
+            Some(Fault::Pass) => self.inner.send_pipeline(body).await,
+            Some(Fault::RanThenStatus(status)) => {
+                let _ = self.inner.send_pipeline(body).await;
+                Ok(HttpReply {
+                    status,
+                    body: b"<html>origin error</html>".to_vec(),
+                })
+            }
+            Some(Fault::RanThenNoBatch) => {
+                let _ = self.inner.send_pipeline(body).await;
+                let answer = json!({"baton":null,"base_url":null,"results":[
+                    {"type":"ok","response":{"type":"close"}}]});
+                Ok(HttpReply {
+                    status: 200,
+                    body: answer.to_string().into_bytes(),
+                })
+            }
+            Some(Fault::GuardStepFails) => {
+                let reply = self.inner.send_pipeline(body).await?;
+                let text = String::from_utf8_lossy(&reply.body)
+                    .replace("malformed JSON", "disk I/O error");
+                Ok(HttpReply {
+                    status: reply.status,
+                    body: text.into_bytes(),
+                })
+            }
+            Some(Fault::StepFails(index)) => {
+                let request: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                let steps = request["requests"][0]["batch"]["steps"]
+                    .as_array()
+                    .map_or(0, Vec::len);
+                let results: Vec<_> = (0..steps)
+                    .map(|i| {
+                        if i < index || i + 1 == steps {
+                            json!({"cols":[],"rows":[]})
+                        } else {
+                            serde_json::Value::Null
+                        }
+                    })
+                    .collect();
+                let errors: Vec<_> = (0..steps)
+                    .map(|i| {
+                        if i == index {
+                            json!({"message":"disk I/O error","code":"SQLITE_IOERR"})
+                        } else {
+                            serde_json::Value::Null
+                        }
+                    })
+                    .collect();
+                let answer = json!({"baton":null,"base_url":null,"results":[
+                    {"type":"ok","response":{"type":"batch","result":{
+                        "step_results":results,"step_errors":errors}}},
+                    {"type":"ok","response":{"type":"close"}}]});
+                Ok(HttpReply {
+                    status: 200,
+                    body: answer.to_string().into_bytes(),
+                })
+            }
             Some(Fault::Busy) => {
                 let busy = json!({"baton":null,"base_url":null,"results":[
                     {"type":"ok","response":{"type":"batch","result":{
@@ -94,6 +165,11 @@ impl Transport for Faulty {
 
 /// A migrated database with queue `q`, and an engine over `faults`.
 async fn setup(faults: &[Fault]) -> (TempDb, Engine<Faulty>) {
+    setup_with(faults, Limits::default()).await
+}
+
+/// [`setup`] with `limits`.
+async fn setup_with(faults: &[Fault], limits: Limits) -> (TempDb, Engine<Faulty>) {
     let temp = TempDb::new();
     let clean = Engine::new(
         InProcess {
@@ -106,11 +182,7 @@ async fn setup(faults: &[Fault]) -> (TempDb, Engine<Faulty>) {
         .create_queue("q", &QueueConfigInput::default())
         .await
         .expect("create");
-    let engine = Engine::new(
-        Faulty::new(&temp, faults),
-        Clock::manual(T0),
-        Limits::default(),
-    );
+    let engine = Engine::new(Faulty::new(&temp, faults), Clock::manual(T0), limits);
     (temp, engine)
 }
 
@@ -206,17 +278,240 @@ async fn a_refusing_database_is_a_definite_failure() {
     let (_temp, engine) = setup(&[Fault::Status(401)]).await;
     let err = engine.send(&one_message()).await.expect_err("refused");
     assert!(
-        matches!(err, EngineError::Store(StoreError::Unavailable(_))),
+        matches!(err, EngineError::Store(StoreError::Refused(_))),
         "{err:?}"
     );
     assert_eq!(calls(&engine), 1);
 }
 
+/// Issue 9 item 3: a write answered by a 500, a gateway's 502–504 or a
+/// proxy's 520–524 may have committed (here it did): `outcome_unknown`,
+/// never retried. Reads meeting the same answers are retried.
 #[tokio::test]
-async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
-    let temp = TempDb::new();
+async fn server_and_proxy_errors_after_a_write_are_outcome_unknown() {
+    for status in [500, 502, 503, 504, 520, 521, 522, 523, 524] {
+        let (_temp, engine) = setup(&[Fault::RanThenStatus(status)]).await;
+        let err = engine
+            .send(&one_message())
+            .await
+            .expect_err("unknown outcome");
+        assert!(
+            matches!(err, EngineError::Store(StoreError::OutcomeUnknown(_))),
+            "HTTP {status}: {err:?}"
+        );
+        assert_eq!(calls(&engine), 1, "HTTP {status}: never blindly retried");
+        assert_eq!(
+            engine.stats("q").await.expect("stats").active,
+            1,
+            "HTTP {status}: it did commit, hence 'unknown'"
+        );
+
+        let (_temp, engine) = setup(&[Fault::Status(status), Fault::Status(status)]).await;
+        let queues = engine.list_queues().await.expect("read retried");
+        assert_eq!(queues.len(), 1);
+        assert_eq!(calls(&engine), 3, "HTTP {status}");
+    }
+}
+
+/// Issue 9 item 3: a parsed answer that holds no batch result proves
+/// nothing about the commit.
+#[tokio::test]
+async fn a_write_answer_without_a_batch_result_is_outcome_unknown() {
+    let (_temp, engine) = setup(&[Fault::RanThenNoBatch]).await;
+    let err = engine
+        .send(&one_message())
+        .await
+        .expect_err("unknown outcome");
+    assert!(
+        matches!(err, EngineError::Store(StoreError::OutcomeUnknown(_))),
+        "{err:?}"
+    );
+    assert_eq!(calls(&engine), 1);
+}
+
+/// A Service over `transport` with a long admin token and metrics off.
+fn service_over(transport: Faulty) -> mqlite_edge::http::Service<Faulty> {
     let config =
-        mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
+        mqlite_edge::http::Config::from_vars(|n| (n == "MQLITE_TOKENS").then(|| LONG_ADMIN.into()));
+    mqlite_edge::http::Service::new(
+        config.map(|c| (c, transport)),
+        Clock::manual(T0),
+        Arc::new(mqlite_edge::http::Isolate::new(T0)),
+    )
+}
+
+/// An administrator token of the length the configuration requires.
+const LONG_ADMIN: &str = "store-outcomes-admin-token-0123456789abcdef";
+
+fn post(rpc: &str, token: &str) -> mqlite_edge::http::Request {
+    mqlite_edge::http::Request {
+        method: "POST".into(),
+        path: format!("/mqlite.v1.{rpc}"),
+        headers: vec![("Authorization".into(), format!("Bearer {token}"))],
+    }
+}
+
+fn push_faults(service: &mqlite_edge::http::Service<Faulty>, faults: &[Fault]) {
+    service
+        .engine()
+        .expect("valid configuration")
+        .store()
+        .transport()
+        .faults
+        .lock()
+        .expect("faults")
+        .extend(faults.iter().copied());
+}
+
+/// Issue 9 item 3: a transient database error where a guard sits is a
+/// 5xx, never the guard's domain answer (404 for an unknown queue).
+#[tokio::test]
+async fn a_transient_error_in_a_guard_is_500_never_404() {
+    let temp = TempDb::new();
+    let service = service_over(Faulty::new(&temp, &[]));
+    let body = r#"{"queue":"missing"}"#.to_owned();
+    let send = post("AdminService/Purge", LONG_ADMIN);
+    // Positive control: the guard itself answers 404.
+    let r = service
+        .handle(&send, body.clone().into_bytes(), &NoWait)
+        .await;
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    push_faults(&service, &[Fault::GuardStepFails]);
+    let r = service.handle(&send, body.into_bytes(), &NoWait).await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(json_body(&r)["code"], "internal");
+}
+
+/// Issue 9 item 3: a transient database error in the credential check of a
+/// valid managed key is a 5xx, never a 401.
+#[tokio::test]
+async fn a_transient_error_in_the_key_check_is_500_never_401() {
+    let temp = TempDb::new();
+    let service = service_over(Faulty::new(&temp, &[]));
+    let created = service
+        .handle(
+            &post("AuthService/CreateKey", LONG_ADMIN),
+            br#"{"id":"0123456789abcdef0123456789abcdef","name":"k1","permissions":["manage"]}"#
+                .to_vec(),
+            &NoWait,
+        )
+        .await;
+    assert_eq!(
+        created.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
+    let token = json_body(&created)["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let list = post("AdminService/ListQueues", &token);
+    // Positive control: the key works.
+    let r = service.handle(&list, b"{}".to_vec(), &NoWait).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // The key check is the statement right after BEGIN and the schema check.
+    push_faults(&service, &[Fault::StepFails(2)]);
+    let r = service.handle(&list, b"{}".to_vec(), &NoWait).await;
+    assert!(
+        r.status >= 500,
+        "{} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    // And the key is still good afterwards.
+    let r = service.handle(&list, b"{}".to_vec(), &NoWait).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// A waiter whose deadline never comes: a long poll runs until its
+/// request budget is spent.
+struct Endless;
+
+impl Waiter for Endless {
+    fn elapsed_ms(&self) -> u64 {
+        0
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+}
+
+fn empty_poll() -> ReceiveRequest {
+    ReceiveRequest {
+        queue: "q".into(),
+        max_messages: 1,
+        wait_time_ms: 20_000,
+        ..Default::default()
+    }
+}
+
+/// Issue 9 item 3: `MQLITE_POLL_MAX_REQUESTS` is clamped: a long poll
+/// configured for 1,000 requests still makes fewer than 50.
+#[tokio::test]
+async fn the_long_poll_budget_is_clamped_under_50_requests() {
+    let limits = Limits {
+        poll_max_requests: 1_000,
+        ..Limits::default()
+    };
+    let (_temp, engine) = setup_with(&[], limits).await;
+    let (claimed, poll) = engine
+        .receive(&empty_poll(), &Endless)
+        .await
+        .expect("empty poll");
+    assert!(claimed.is_empty());
+    assert_eq!(calls(&engine), 45, "{poll:?}");
+    assert_eq!(poll.fetches, 45);
+}
+
+/// Issue 9 item 3: the long-poll budget counts every fetch: retries of
+/// busy attempts use it up too.
+#[tokio::test]
+async fn the_long_poll_budget_counts_retries() {
+    let faults: Vec<Fault> = (0..200).flat_map(|_| [Fault::Busy, Fault::Pass]).collect();
+    let (_temp, engine) = setup_with(&faults, Limits::default()).await;
+    let (claimed, poll) = engine
+        .receive(&empty_poll(), &Endless)
+        .await
+        .expect("empty poll");
+    assert!(claimed.is_empty());
+    assert_eq!(calls(&engine), 40, "{poll:?}");
+    assert_eq!(poll.attempts, 20, "each attempt took a retry");
+}
+
+/// Issue 9 item 3: pgmq's read-poll spends the same clamped budget, every
+/// fetch counted.
+#[tokio::test]
+async fn the_pgmq_read_poll_budget_is_clamped_and_counts_retries() {
+    let faults: Vec<Fault> = (0..200).flat_map(|_| [Fault::Busy, Fault::Pass]).collect();
+    let limits = Limits {
+        poll_max_requests: 1_000,
+        ..Limits::default()
+    };
+    let (_temp, engine) = setup_with(&faults, limits).await;
+    let read = PgmqRead {
+        queue: "q".into(),
+        qty: 1,
+        vt_seconds: 30,
+        pop: false,
+        max_poll_ms: 20_000,
+        poll_interval_ms: 100,
+    };
+    // 22 polls of two fetches each, then a busy one the budget cannot
+    // retry: still an empty answer, never an error.
+    let claimed = engine.pgmq_read(&read, &Endless).await.expect("empty poll");
+    assert!(claimed.is_empty());
+    assert_eq!(calls(&engine), 45);
+}
+
+/// Issue 9 item 3: a database that refuses every connection is retried a
+/// bounded number of times and answered `503 unavailable` (nothing applied),
+/// never `outcome_unknown` and never a 500.
+#[tokio::test]
+async fn a_dead_database_is_503_unavailable_and_a_lost_write_is_outcome_unknown() {
+    let temp = TempDb::new();
+    let config = mqlite_edge::http::Config::from_vars(|n| {
+        (n == "MQLITE_TOKENS").then(|| LONG_ADMIN.to_owned())
+    });
     let dead = Faulty::new(&temp, &[Fault::NotSent; 5]);
     let setup = config.clone().map(|c| (c, dead));
     let service = mqlite_edge::http::Service::new(
@@ -227,13 +522,24 @@ async fn a_dead_database_is_500_internal_and_a_lost_write_is_503() {
     let request = mqlite_edge::http::Request {
         method: "POST".into(),
         path: "/mqlite.v1.AdminService/CreateQueue".into(),
-        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        headers: vec![("Authorization".into(), format!("Bearer {LONG_ADMIN}"))],
     };
     let r = service
         .handle(&request, br#"{"name":"q"}"#.to_vec(), &NoWait)
         .await;
-    assert_eq!(r.status, 500);
-    assert_eq!(json_body(&r)["code"], "internal");
+    assert_eq!(r.status, 503);
+    assert_eq!(json_body(&r)["code"], "unavailable");
+    assert_eq!(
+        service
+            .engine()
+            .expect("config")
+            .store()
+            .transport()
+            .calls
+            .load(Ordering::SeqCst),
+        5,
+        "bounded retries"
+    );
 
     let lossy = Faulty::new(&temp, &[]);
     let service = mqlite_edge::http::Service::new(
@@ -335,7 +641,7 @@ fn observed_retries(observation: &serde_json::Value, operation: &str, outcome: &
 async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let temp = TempDb::new();
     let config = mqlite_edge::http::Config::from_vars(|n| match n {
-        "MQLITE_TOKENS" => Some(ADMIN.to_owned()),
+        "MQLITE_TOKENS" => Some(LONG_ADMIN.to_owned()),
         "MQLITE_METRICS" => Some("on".to_owned()),
         _ => None,
     });
@@ -347,7 +653,7 @@ async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let post = |rpc: &str| mqlite_edge::http::Request {
         method: "POST".into(),
         path: format!("/mqlite.v1.{rpc}"),
-        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        headers: vec![("Authorization".into(), format!("Bearer {LONG_ADMIN}"))],
     };
     let observe = || async {
         json_body(
@@ -385,7 +691,7 @@ async fn observe_and_metrics_count_the_retries_of_refused_connections() {
     let metrics = mqlite_edge::http::Request {
         method: "GET".into(),
         path: "/metrics".into(),
-        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        headers: vec![("Authorization".into(), format!("Bearer {LONG_ADMIN}"))],
     };
     let text = String::from_utf8_lossy(&service.handle(&metrics, Vec::new(), &NoWait).await.body)
         .into_owned();

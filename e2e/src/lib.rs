@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod proxy;
+pub mod rng;
+
 /// sqld's flag that avoids its write deadlock under concurrent writers
 /// (docs/sqld-concurrency.md): every sqld the project starts uses it.
 pub const SQLD_FLAGS: [&str; 2] = ["--max-concurrent-connections", "1"];
@@ -224,6 +227,12 @@ impl Stack {
         }
     }
 
+    /// What `wrangler dev` and the Worker logged so far (a panic would show
+    /// here as `panicked at`).
+    pub fn worker_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("wrangler.log")).unwrap_or_default()
+    }
+
     /// The process id of `wrangler dev` (its workerd runs as a descendant).
     pub fn worker_pid(&self) -> u32 {
         self.worker.0.id()
@@ -361,7 +370,19 @@ pub fn sqld_command(bin: &std::path::Path, db_path: &std::path::Path, port: u16)
 /// names one, otherwise the local server. Returns it and its URL.
 fn start_database(tools: &Tools, dir: &std::path::Path) -> Result<(Group, String), String> {
     let port = free_port();
-    let log = std::fs::File::create(dir.join("database.log")).map_err(|e| e.to_string())?;
+    let group = spawn_database(tools, dir, port)?;
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(&format!("{url}/health"), Duration::from_secs(60))?;
+    Ok((group, url))
+}
+
+/// The database server of `tools` on `port`, its data in `dir`.
+fn spawn_database(tools: &Tools, dir: &std::path::Path, port: u16) -> Result<Group, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("database.log"))
+        .map_err(|e| e.to_string())?;
     let mut command = match &tools.sqld {
         Some(sqld) => sqld_command(sqld, &dir.join("sqld"), port),
         None => {
@@ -371,10 +392,79 @@ fn start_database(tools: &Tools, dir: &std::path::Path) -> Result<(Group, String
             c
         }
     };
-    let group = Group::spawn(command.stdout(Stdio::null()).stderr(log))?;
-    let url = format!("http://127.0.0.1:{port}");
-    wait_ready(&format!("{url}/health"), Duration::from_secs(60))?;
-    Ok((group, url))
+    Group::spawn(command.stdout(Stdio::null()).stderr(log))
+}
+
+/// A database server the test controls: killed with SIGKILL and restarted
+/// on the same data directory and port.
+pub struct Database {
+    pub url: String,
+    port: u16,
+    dir: PathBuf,
+    tools: Tools,
+    group: Option<Group>,
+}
+
+impl Database {
+    /// Starts the run's database server (sqld or the local one) in a fresh
+    /// directory on a free port.
+    pub fn start(tools: &Tools) -> Result<Database, String> {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("mqlite-e2e-db-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut database = Database {
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            dir,
+            tools: Tools {
+                root: tools.root.clone(),
+                wrangler: tools.wrangler.clone(),
+                libsql: tools.libsql.clone(),
+                sqld: tools.sqld.clone(),
+            },
+            group: None,
+        };
+        database.restart()?;
+        Ok(database)
+    }
+
+    /// SIGKILLs the server's whole process group and waits for it to die:
+    /// no shutdown, no flush beyond what the server already wrote.
+    pub fn kill(&mut self) {
+        if let Some(mut group) = self.group.take() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", group.0.id())])
+                .stderr(Stdio::null())
+                .status();
+            let _ = group.0.wait();
+        }
+    }
+
+    /// Starts the server again on the same data and port, and waits until
+    /// it answers.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let group = spawn_database(&self.tools, &self.dir, self.port)?;
+            match wait_ready(&format!("{}/health", self.url), Duration::from_secs(20)) {
+                Ok(()) => {
+                    self.group = Some(group);
+                    return Ok(());
+                }
+                // The port may still be held for a moment after the kill.
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => drop(group),
+            }
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Threads of a process (from `/proc`), e.g. to see sqld's grow.

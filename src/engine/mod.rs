@@ -96,10 +96,15 @@ pub struct Limits {
     /// (always at least one message). Lower than the reference's 32 MiB:
     /// base64 inflates bodies 4/3 inside a 128 MB isolate.
     pub response_budget_bytes: i64,
-    /// Database requests one long-polling Receive may spend (Workers Free
-    /// allows 50 subrequests per request).
+    /// Database requests one long-polling Receive may spend, retries and
+    /// migrations included (Workers allow 50 subrequests per request);
+    /// clamped to 1..=[`MAX_POLL_REQUESTS`].
     pub poll_max_requests: u32,
 }
+
+/// The most database requests one Receive may make: under the platform's 50
+/// subrequests per request with room for the credential lookup and a retry.
+pub const MAX_POLL_REQUESTS: u32 = 45;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -201,10 +206,20 @@ impl<T: Transport> Engine<T> {
         &self,
         program: &mut Program<'_>,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
+        self.run_within(program, &mut RunStats::default()).await
+    }
+
+    /// [`Engine::run_keeping`] within `stats.fetch_limit` database
+    /// requests; `stats` learns the requests made.
+    async fn run_within(
+        &self,
+        program: &mut Program<'_>,
+        stats: &mut RunStats,
+    ) -> Result<Committed, (RunError, Option<Committed>)> {
         if let Some(key) = &self.credential {
             key.attach(program);
         }
-        let result = self.run_uncredentialed(program).await;
+        let result = self.run_counted(program, stats).await;
         if let Some(key) = &self.credential {
             if !matches!(
                 result,
@@ -222,11 +237,19 @@ impl<T: Transport> Engine<T> {
         &self,
         program: &mut Program<'_>,
     ) -> Result<Committed, (RunError, Option<Committed>)> {
+        self.run_counted(program, &mut RunStats::default()).await
+    }
+
+    /// Runs a program as it is and reports the storage call.
+    async fn run_counted(
+        &self,
+        program: &mut Program<'_>,
+        stats: &mut RunStats,
+    ) -> Result<Committed, (RunError, Option<Committed>)> {
         program.set_now(self.clock.manual_now());
         let started = self.clock.wall_ms();
-        let mut stats = RunStats::default();
-        let result = self.store.run_keeping(program, &mut stats).await;
-        self.note_storage(program, &result, started, stats);
+        let result = self.store.run_keeping(program, stats).await;
+        self.note_storage(program, &result, started, *stats);
         result
     }
 

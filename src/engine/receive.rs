@@ -11,7 +11,7 @@ use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use const_format::str_replace;
 
 use crate::store::Statement;
-use crate::store::{Committed, Program, Row, StepId, Transport};
+use crate::store::{Committed, Program, Row, RunStats, StepId, StoreError, Transport};
 
 /// Hard caps of the wire contract.
 const MAX_MESSAGES: i64 = 256;
@@ -71,6 +71,9 @@ pub trait Waiter {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LongPoll {
     pub attempts: u32,
+    /// Database requests made (attempts plus their retries), at most the
+    /// clamped `poll_max_requests`.
+    pub fetches: u32,
 }
 
 /// strict_fifo head-of-line rule (docs/semantics.md#receive) for candidate `c`: any earlier
@@ -276,18 +279,34 @@ impl<T: Transport> Engine<T> {
         require_name(&request.queue)?;
         let max = request.max_messages.clamp(1, MAX_MESSAGES);
         let wait = request.wait_time_ms.clamp(0, MAX_WAIT_MS) as u64;
-        let cap = self.limits.poll_max_requests.max(1);
+        let cap = self
+            .limits
+            .poll_max_requests
+            .clamp(1, super::MAX_POLL_REQUESTS);
         let mut poll = LongPoll::default();
         let mut delay = FIRST_POLL_DELAY_MS;
         loop {
-            let claimed = self.claim_once(request, max).await?;
+            // Every fetch counts, a claim's retries and migrations included.
+            let mut stats = RunStats::limited_to(cap - poll.fetches);
+            let claimed = self.claim_once(request, max, &mut stats).await;
+            poll.fetches += stats.fetches;
+            let claimed = match claimed {
+                // The budget ran out inside a later attempt that provably
+                // applied nothing: the poll found nothing, as before.
+                Err(EngineError::Store(StoreError::Unavailable(_)))
+                    if poll.attempts > 0 && poll.fetches >= cap =>
+                {
+                    return Ok((Vec::new(), poll))
+                }
+                other => other?,
+            };
             poll.attempts += 1;
             let elapsed = waiter.elapsed_ms();
             if !claimed.is_empty() || elapsed >= wait {
                 return Ok((claimed, poll));
             }
             let remaining = wait - elapsed;
-            let requests_left = u64::from(cap.saturating_sub(poll.attempts));
+            let requests_left = u64::from(cap.saturating_sub(poll.fetches));
             if requests_left == 0 {
                 return Ok((claimed, poll));
             }
@@ -308,6 +327,7 @@ impl<T: Transport> Engine<T> {
         &self,
         request: &ReceiveRequest,
         max: i64,
+        stats: &mut RunStats,
     ) -> Result<Vec<ReceivedMessage>, EngineError> {
         let queue = request.queue.as_str();
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
@@ -354,7 +374,10 @@ impl<T: Transport> Engine<T> {
         } else {
             delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]))
         };
-        let committed = self.run(&mut program).await.map_err(unexpected)?;
+        let committed = self
+            .run_within(&mut program, stats)
+            .await
+            .map_err(|(e, _)| unexpected(e))?;
         self.note_housekeeping(&committed, &housekeeping);
         let replayed = committed
             .first_row(head)

@@ -81,16 +81,20 @@ impl Response {
         )
     }
 
-    /// An error answer. The text of an internal error or of a lost
-    /// outcome (database or fetch error text, a configuration problem) is
-    /// never sent to the caller: the answer names an id that the log line
-    /// carries beside the text.
+    /// An error answer. The text of an internal error, of a lost outcome
+    /// or of an unreachable database (database or fetch error text, a
+    /// configuration problem) is never sent to the caller: the answer names
+    /// an id that the log line carries beside the text.
     fn error(error: &ApiError) -> Self {
         let (shown, log) = match error.code {
-            ErrorCode::Internal | ErrorCode::OutcomeUnknown => {
+            ErrorCode::Internal | ErrorCode::OutcomeUnknown | ErrorCode::Unavailable => {
                 let id = incident_id();
                 let generic = match error.code {
                     ErrorCode::Internal => format!("internal error (id {id})"),
+                    ErrorCode::Unavailable => format!(
+                        "mqlite: the database is unavailable; nothing was applied, retry \
+                         later (id {id})"
+                    ),
                     _ => format!(
                         "mqlite: commit outcome unknown: the write may or may not have \
                          applied (id {id})"

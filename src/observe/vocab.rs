@@ -98,7 +98,9 @@ fn known_error_code(code: &str) -> &'static str {
 /// result-code names the server puts in its message.
 pub fn classify(error: &StoreError) -> &'static str {
     match error {
-        StoreError::Unavailable(_) | StoreError::WritesPaused { .. } => "connection",
+        StoreError::Unavailable(_) | StoreError::Refused(_) | StoreError::WritesPaused { .. } => {
+            "connection"
+        }
         StoreError::OutcomeUnknown(_) => "outcome_unknown",
         StoreError::Failed(message) => {
             let upper = message.to_ascii_uppercase();

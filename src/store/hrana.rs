@@ -282,6 +282,18 @@ impl HranaError {
             || self.message.contains("database is locked")
             || self.message.contains("SQLITE_BUSY")
     }
+
+    /// The error a guard raises on purpose: `json()` fed its `'abort'`
+    /// marker (see [`crate::guard!`]). Any other error on a guard step is
+    /// the database failing, not the guard firing.
+    pub fn is_guard(&self) -> bool {
+        self.message.contains("malformed JSON")
+    }
+
+    /// A table the statement reads does not exist (a database never migrated).
+    pub fn is_missing_table(&self) -> bool {
+        self.message.contains("no such table")
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use super::hrana::Value;
 use super::hrana::{Args, Batch, BatchStep, Condition, PipelineRequest, Stmt, StreamRequest};
-use super::{Store, StoreError, Transport};
+use super::{RunStats, Store, StoreError, Transport};
 
 /// One migration file.
 pub struct Migration {
@@ -58,7 +58,16 @@ pub struct MigrationReport {
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one.
 pub async fn ensure_schema<T: Transport>(store: &Store<T>) -> Result<MigrationReport, StoreError> {
-    let from = current_version(store).await?;
+    ensure_schema_within(store, &mut RunStats::default()).await
+}
+
+/// [`ensure_schema`], counting its requests in `stats` (a run that meets an
+/// old schema migrates within its own fetch budget).
+pub(crate) async fn ensure_schema_within<T: Transport>(
+    store: &Store<T>,
+    stats: &mut RunStats,
+) -> Result<MigrationReport, StoreError> {
+    let from = current_version(store, stats).await?;
     let mut version = from;
     if version > SCHEMA_VERSION {
         return Err(StoreError::SchemaTooNew {
@@ -70,9 +79,9 @@ pub async fn ensure_schema<T: Transport>(store: &Store<T>) -> Result<MigrationRe
         if migration.version <= version {
             continue;
         }
-        apply(store, migration).await?;
+        apply(store, migration, stats).await?;
         // Re-read: another isolate may have applied it (and more) meanwhile.
-        version = current_version(store).await?;
+        version = current_version(store, stats).await?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::SchemaTooNew {
                 found: version,
@@ -84,14 +93,17 @@ pub async fn ensure_schema<T: Transport>(store: &Store<T>) -> Result<MigrationRe
 }
 
 /// The recorded version; 0 for a database that has never been migrated.
-async fn current_version<T: Transport>(store: &Store<T>) -> Result<i64, StoreError> {
+async fn current_version<T: Transport>(
+    store: &Store<T>,
+    stats: &mut RunStats,
+) -> Result<i64, StoreError> {
     let batch = Batch {
         steps: vec![step(
             "SELECT coalesce((SELECT max(version) FROM schema_version), 0)",
             None,
         )],
     };
-    let result = store.send_raw(&pipeline(batch), false).await?;
+    let result = store.send_raw(&pipeline(batch), false, stats).await?;
     if let Some(Some(error)) = result.step_errors.first() {
         if error.message.contains("no such table") {
             return Ok(0);
@@ -113,7 +125,11 @@ async fn current_version<T: Transport>(store: &Store<T>) -> Result<i64, StoreErr
     }
 }
 
-async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<(), StoreError> {
+async fn apply<T: Transport>(
+    store: &Store<T>,
+    migration: &Migration,
+    stats: &mut RunStats,
+) -> Result<(), StoreError> {
     let mut steps = vec![
         step("BEGIN IMMEDIATE", None),
         step(
@@ -154,7 +170,9 @@ async fn apply<T: Transport>(store: &Store<T>, migration: &Migration) -> Result<
         }),
     ));
     let guard_index = 3;
-    let result = store.send_raw(&pipeline(Batch { steps }), true).await?;
+    let result = store
+        .send_raw(&pipeline(Batch { steps }), true, stats)
+        .await?;
     if result.step_results.get(commit).is_some_and(Option::is_some) {
         return Ok(());
     }

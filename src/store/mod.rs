@@ -2,11 +2,23 @@
 //! what provably did not run, and classifies every other failure.
 //!
 //! Outcome rules (docs/semantics.md#outcomes):
-//! * a request that never left (`NotSent`) or a transaction the server rolled
-//!   back for contention (`SQLITE_BUSY`) is retried with back-off;
-//! * a read whose answer was lost is retried;
-//! * a write whose answer was lost is `OutcomeUnknown`, never retried;
-//! * a structured error from the server is a definite non-commit;
+//! * a request that never left (`NotSent`), a `429`, or a transaction the
+//!   server rolled back for contention (`SQLITE_BUSY`) is retried with
+//!   back-off; when the attempts run out nothing applied: `Unavailable`;
+//! * a read whose answer was lost, garbled or a 5xx is retried;
+//! * a write answered by anything that does not prove the commit failed (a
+//!   lost or cut answer, a body that does not parse, any 5xx status, a
+//!   proxy's 520–524 included) is `OutcomeUnknown`, never retried;
+//! * a structured error from the server is a definite non-commit: `Failed`;
+//! * a 4xx other than 429 (the database refused us: credentials, a bad
+//!   request) is a definite non-commit too, and not worth retrying:
+//!   `Refused`;
+//! * a guard or the credential prelude "fires" only with the guard's own
+//!   error ([`hrana::HranaError::is_guard`]); any other error there is a
+//!   failure of the database, never a domain answer;
+//! * every fetch a run makes (retries and migrations included) is counted
+//!   against [`RunStats::fetch_limit`], so a caller can bound the requests
+//!   one API call spends (the platform allows 50 per request);
 //! * while the isolate's write breaker is open ([`health`]), a write is not
 //!   sent at all: [`StoreError::WritesPaused`].
 
@@ -40,9 +52,13 @@ const BACKOFF_MS: u32 = 40;
 /// Why a program did not commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
-    /// The database could not be reached or refused the request; nothing
-    /// was applied.
+    /// The database could not be reached (never sent, or no usable answer
+    /// after bounded retries); nothing was applied.
     Unavailable(String),
+    /// The database refused the request before running it (a 4xx other
+    /// than 429: our credentials, a malformed request); nothing applied,
+    /// and retrying will not help.
+    Refused(String),
     /// A write was sent but its answer was lost: it may or may not have
     /// committed. Callers must reconcile, never blindly retry.
     OutcomeUnknown(String),
@@ -59,6 +75,7 @@ impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Unavailable(m) => write!(f, "database unavailable: {m}"),
+            StoreError::Refused(m) => write!(f, "database refused the request: {m}"),
             StoreError::OutcomeUnknown(m) => write!(f, "commit outcome unknown: {m}"),
             StoreError::Failed(m) => write!(f, "database error: {m}"),
             StoreError::SchemaTooNew { found, supported } => write!(
@@ -132,13 +149,39 @@ impl Committed {
     }
 }
 
-/// What running a program took beyond its answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What running a program took beyond its answer, and how many database
+/// requests it may make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunStats {
     /// Attempts repeated because the one before provably did not apply
     /// (not sent, busy, a read's answer lost); 0 when the first attempt
     /// decided the outcome.
     pub retries: u32,
+    /// Requests sent to the database (every attempt and migration step).
+    pub fetches: u32,
+    /// Requests this run may send in all; once `fetches` reaches it, the
+    /// run stops with what it has (nothing more is sent).
+    pub fetch_limit: u32,
+}
+
+impl Default for RunStats {
+    fn default() -> Self {
+        RunStats {
+            retries: 0,
+            fetches: 0,
+            fetch_limit: u32::MAX,
+        }
+    }
+}
+
+impl RunStats {
+    /// Fresh statistics for a run that may send at most `limit` requests.
+    pub fn limited_to(limit: u32) -> Self {
+        RunStats {
+            fetch_limit: limit,
+            ..RunStats::default()
+        }
+    }
 }
 
 /// How one attempt ended.
@@ -202,14 +245,14 @@ impl<T: Transport> Store<T> {
         let mut migrated = false;
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.attempt(program, &body).await {
+            match self.attempt(program, &body, stats).await {
                 Attempt::Done(result) => return result.map_err(|e| (e, None)),
                 Attempt::Rejected(step, partial) => {
                     return Err((RunError::Rejected(step), Some(partial)))
                 }
                 Attempt::Retry(error) => last = error,
                 Attempt::SchemaBehind if !migrated => {
-                    migrate::ensure_schema(self)
+                    migrate::ensure_schema_within(self, stats)
                         .await
                         .map_err(|e| (e.into(), None))?;
                     migrated = true;
@@ -223,9 +266,11 @@ impl<T: Transport> Store<T> {
                     ))
                 }
             }
-            if attempt < MAX_ATTEMPTS {
+            if attempt < MAX_ATTEMPTS && stats.fetches < stats.fetch_limit {
                 self.transport.pause(BACKOFF_MS * attempt).await;
                 stats.retries += 1;
+            } else {
+                break;
             }
         }
         Err((last.into(), None))
@@ -237,23 +282,27 @@ impl<T: Transport> Store<T> {
         &self,
         body: &str,
         write: bool,
+        stats: &mut RunStats,
     ) -> Result<BatchResult, StoreError> {
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.exchange(body, write).await {
+            match self.exchange(body, write, stats).await {
                 Ok(result) => return Ok(result),
                 Err(Retryable::Yes(e)) => last = e,
                 Err(Retryable::No(e)) => return Err(e),
             }
-            if attempt < MAX_ATTEMPTS {
+            if attempt < MAX_ATTEMPTS && stats.fetches < stats.fetch_limit {
                 self.transport.pause(BACKOFF_MS * attempt).await;
+                stats.retries += 1;
+            } else {
+                break;
             }
         }
         Err(last)
     }
 
-    async fn attempt(&self, program: &Program<'_>, body: &str) -> Attempt {
-        let result = match self.exchange(body, program.write).await {
+    async fn attempt(&self, program: &Program<'_>, body: &str, stats: &mut RunStats) -> Attempt {
+        let result = match self.exchange(body, program.write, stats).await {
             Ok(result) => result,
             Err(Retryable::Yes(e)) => return Attempt::Retry(e),
             Err(Retryable::No(e)) => return Attempt::Done(Err(e.into())),
@@ -262,8 +311,19 @@ impl<T: Transport> Store<T> {
     }
 
     /// One HTTP exchange, parsed down to the batch result. A write first
-    /// asks the breaker, and tells it whether the database answered.
-    async fn exchange(&self, body: &str, write: bool) -> Result<BatchResult, Retryable> {
+    /// asks the breaker, and tells it whether the database answered. A run
+    /// whose fetch budget is spent sends nothing: `Unavailable`.
+    async fn exchange(
+        &self,
+        body: &str,
+        write: bool,
+        stats: &mut RunStats,
+    ) -> Result<BatchResult, Retryable> {
+        if stats.fetches >= stats.fetch_limit {
+            return Err(Retryable::No(StoreError::Unavailable(
+                "this request's database request budget is spent".into(),
+            )));
+        }
         let permit = match self
             .health
             .as_deref()
@@ -276,11 +336,12 @@ impl<T: Transport> Store<T> {
             Some(Ok(permit)) => Some(permit),
             None => None,
         };
+        stats.fetches += 1;
         let sent = self.transport.send_pipeline(body).await;
         if let Some(permit) = permit {
             match &sent {
                 Err(TransportError::AnswerLost(_)) => permit.no_progress(),
-                Ok(reply) if matches!(reply.status, 429 | 502..=504) => permit.no_progress(),
+                Ok(reply) if reply.status == 429 || reply.status >= 500 => permit.no_progress(),
                 Ok(_) => permit.succeeded(),
                 // Never reached the database: no verdict either way.
                 Err(TransportError::NotSent(_)) => drop(permit),
@@ -321,10 +382,19 @@ impl<T: Transport> Store<T> {
             Some(StreamResult::Error { error }) => {
                 Err(Retryable::No(StoreError::Failed(error.message)))
             }
-            _ => Err(Retryable::No(StoreError::Failed(
-                "pipeline answer without a batch result".into(),
-            ))),
+            // Parsed, but it says nothing about the batch: not a proof.
+            _ => Err(unproven(write, "pipeline answer without a batch result")),
         }
+    }
+}
+
+/// An answer that proves nothing about the commit: a write's outcome is
+/// unknown; a read is simply tried again.
+fn unproven(write: bool, detail: &str) -> Retryable {
+    if write {
+        Retryable::No(StoreError::OutcomeUnknown(detail.to_owned()))
+    } else {
+        Retryable::Yes(StoreError::Unavailable(detail.to_owned()))
     }
 }
 
@@ -365,9 +435,12 @@ fn encode(program: &Program) -> String {
     }
 }
 
-/// A non-200 answer. Gateways (502/503/504) may have passed the request on,
-/// so for a write they leave the outcome unknown; anything else is the
-/// database (or its auth) refusing the request before running it.
+/// A non-200 answer. Only a 4xx proves the request was refused before it
+/// ran: 429 (the server is out of connections) is retried, any other 4xx
+/// (bad credentials, a malformed request) is reported at once. Every
+/// other status (a 500 from the server, a gateway's 502–504, a proxy's
+/// 520–524, anything unexpected) may have followed a commit: a write's
+/// outcome is unknown, a read is retried.
 fn classify_status(reply: HttpReply, write: bool) -> Retryable {
     let text = String::from_utf8_lossy(&reply.body);
     let detail = format!(
@@ -376,9 +449,9 @@ fn classify_status(reply: HttpReply, write: bool) -> Retryable {
         text.chars().take(200).collect::<String>()
     );
     match reply.status {
-        502..=504 if write => Retryable::No(StoreError::OutcomeUnknown(detail)),
-        502..=504 | 429 => Retryable::Yes(StoreError::Unavailable(detail)),
-        _ => Retryable::No(StoreError::Unavailable(detail)),
+        429 => Retryable::Yes(StoreError::Unavailable(detail)),
+        400..=499 => Retryable::No(StoreError::Refused(detail)),
+        _ => unproven(write, &detail),
     }
 }
 
@@ -395,22 +468,32 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
             first,
         }));
     }
-    // A failed gate is an answer (nothing to do), never the failure.
+    // A gate that failed with its own marker is an answer (nothing to do),
+    // never the failure; any other error there is the database failing.
     let Some((index, error)) = step_errors
         .iter()
         .enumerate()
-        .filter(|(i, _)| !program.is_gate(*i))
-        .find_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+        .filter_map(|(i, e)| e.as_ref().map(|e| (i, e)))
+        .find(|(i, e)| !(program.is_gate(*i) && e.is_guard()))
     else {
-        return Attempt::Done(Err(
-            StoreError::Failed("transaction did not commit".into()).into()
-        ));
+        // No commit and no error: the answer contradicts itself.
+        let detail = "the answer shows neither a commit nor an error";
+        return Attempt::Done(Err(if program.write {
+            StoreError::OutcomeUnknown(detail.into()).into()
+        } else {
+            StoreError::Failed(detail.into()).into()
+        }));
     };
     if error.is_busy() {
         return Attempt::Retry(StoreError::Unavailable(error.message.clone()));
     }
-    if index == program::SCHEMA_CHECK_INDEX {
+    if index == program::SCHEMA_CHECK_INDEX && (error.is_guard() || error.is_missing_table()) {
         return Attempt::SchemaBehind;
+    }
+    if !error.is_guard() {
+        // Whatever step failed, the transaction rolled back: a definite
+        // non-commit, but a fault of the database, not a domain answer.
+        return Attempt::Done(Err(failed(error).into()));
     }
     if Some(index) == program.prelude_index() {
         return Attempt::Done(Err(RunError::PreludeRejected));

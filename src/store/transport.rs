@@ -22,6 +22,30 @@ pub enum TransportError {
     AnswerLost(String),
 }
 
+impl TransportError {
+    /// Classifies a failed fetch by the platform's message: only a fetch
+    /// that provably never left is `NotSent` (refused connection, name
+    /// resolution, a bad URL, or the platform's subrequest limit, which
+    /// refuses the fetch without sending it); anything else may have been
+    /// delivered.
+    pub fn from_fetch_failure(message: &str) -> TransportError {
+        let lower = message.to_ascii_lowercase();
+        let never_sent = [
+            "connection refused",
+            "econnrefused",
+            "dns",
+            "invalid url",
+            "fetch api cannot load",
+            "too many subrequests",
+        ];
+        if never_sent.iter().any(|p| lower.contains(p)) {
+            TransportError::NotSent(message.to_owned())
+        } else {
+            TransportError::AnswerLost(message.to_owned())
+        }
+    }
+}
+
 /// Sends one pipeline request body to `{database}/v2/pipeline` and returns the
 /// raw reply. Implementations bound every call with a timeout. The body is
 /// borrowed: a program's retries resend the one encoding instead of copying
@@ -40,5 +64,31 @@ impl<T: Transport> Transport for &T {
 
     fn pause(&self, millis: u32) -> impl Future<Output = ()> {
         (**self).pause(millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransportError;
+
+    /// Issue 9 item 3: the subrequest limit refuses a fetch before it is
+    /// sent, so a write that meets it is retried, never `outcome_unknown`.
+    #[test]
+    fn too_many_subrequests_is_never_sent_and_a_reset_may_have_arrived() {
+        let over = "Error: Too many subrequests.";
+        assert_eq!(
+            TransportError::from_fetch_failure(over),
+            TransportError::NotSent(over.into())
+        );
+        let refused = "TypeError: connect ECONNREFUSED 127.0.0.1:1";
+        assert_eq!(
+            TransportError::from_fetch_failure(refused),
+            TransportError::NotSent(refused.into())
+        );
+        let lost = "Network connection lost.";
+        assert_eq!(
+            TransportError::from_fetch_failure(lost),
+            TransportError::AnswerLost(lost.into())
+        );
     }
 }

@@ -25,8 +25,10 @@ pub enum ErrorCode {
     Canceled,
     Internal,
     OutcomeUnknown,
-    /// [Worker extension] the database is not accepting writes, so the write
-    /// was not sent: nothing applied, safe to retry after `Retry-After`.
+    /// [Worker extension] the database could not be reached (the request was
+    /// never sent, or refused before it ran, after bounded retries) or is not
+    /// accepting writes (then with `Retry-After`): nothing applied, safe to
+    /// retry.
     /// Not `outcome_unknown` (docs/http-api.md#errors forbids it for a write that cannot have
     /// applied) and not `internal` (the caller should back off, not page).
     Unavailable,
@@ -185,6 +187,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let code = match e {
             StoreError::OutcomeUnknown(_) => ErrorCode::OutcomeUnknown,
+            // Never sent, or refused before it ran, after bounded retries:
+            // nothing applied and trying again later may work.
+            StoreError::Unavailable(_) => ErrorCode::Unavailable,
             StoreError::WritesPaused { retry_after_ms } => {
                 return ApiError {
                     retry_after_ms: Some(retry_after_ms),

@@ -8,7 +8,7 @@ use crate::engine::receive::{
     claim_tokens, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED, STRICT_BLOCKED,
 };
 use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
-use crate::store::{Program, Statement, Transport};
+use crate::store::{Program, RunStats, Statement, StoreError, Transport};
 
 /// pgmq's default visibility timeout when a read gives none (or 0).
 pub const DEFAULT_VT_SECONDS: i64 = 30;
@@ -83,18 +83,33 @@ impl<T: Transport> Engine<T> {
                 crate::engine::MAX_DURATION_MS / 1000
             )));
         }
-        let cap = self.limits.poll_max_requests.max(1);
-        let mut attempts = 0u32;
+        let cap = self
+            .limits
+            .poll_max_requests
+            .clamp(1, crate::engine::MAX_POLL_REQUESTS);
+        let mut fetches = 0u32;
+        let mut polled = false;
         let interval = request.poll_interval_ms.max(MIN_POLL_INTERVAL_MS);
         loop {
-            let claimed = self.pgmq_claim_once(request, vt * 1000).await?;
-            attempts += 1;
+            // As Receive: every fetch counts, retries and migrations included.
+            let mut stats = RunStats::limited_to(cap - fetches);
+            let claimed = self.pgmq_claim_once(request, vt * 1000, &mut stats).await;
+            fetches += stats.fetches;
+            let claimed = match claimed {
+                // The budget ran out inside a later attempt that provably
+                // applied nothing: the poll found nothing, as before.
+                Err(EngineError::Store(StoreError::Unavailable(_))) if polled && fetches >= cap => {
+                    return Ok(Vec::new())
+                }
+                other => other?,
+            };
+            polled = true;
             let elapsed = waiter.elapsed_ms();
             if !claimed.is_empty() || elapsed >= request.max_poll_ms {
                 return Ok(claimed);
             }
             let remaining = request.max_poll_ms - elapsed;
-            let requests_left = u64::from(cap.saturating_sub(attempts));
+            let requests_left = u64::from(cap.saturating_sub(fetches));
             if requests_left == 0 {
                 return Ok(claimed);
             }
@@ -114,6 +129,7 @@ impl<T: Transport> Engine<T> {
         &self,
         request: &PgmqRead,
         lease_ms: i64,
+        stats: &mut RunStats,
     ) -> Result<Vec<PgmqMessage>, EngineError> {
         let queue = request.queue.as_str();
         let tokens = claim_tokens(request.qty.max(0) as usize)?;
@@ -135,7 +151,10 @@ impl<T: Transport> Engine<T> {
         let deleted = request
             .pop
             .then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
-        let committed = self.run(&mut program).await.map_err(unexpected)?;
+        let committed = self
+            .run_within(&mut program, stats)
+            .await
+            .map_err(|(e, _)| unexpected(e))?;
         self.note_housekeeping(&committed, &housekeeping);
         super::queue_found(&committed)?;
         let claimed = messages(&committed, deleted.unwrap_or(claim))?;

@@ -144,7 +144,9 @@ impl From<EngineError> for PgmqError {
                 ),
             ),
             EngineError::Store(
-                e @ (StoreError::Unavailable(_) | StoreError::WritesPaused { .. }),
+                e @ (StoreError::Unavailable(_)
+                | StoreError::Refused(_)
+                | StoreError::WritesPaused { .. }),
             ) => Self::new(PgmqCode::DependencyUnavailable, e.to_string()),
             other => Self::new(PgmqCode::InternalError, format!("{other:?}")),
         }
