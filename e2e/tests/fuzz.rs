@@ -3,8 +3,11 @@
 //! UTF-8, truncated and oversize bodies, odd headers, methods and paths.
 //!
 //! Every answer must be a non-5xx (no database fault is injected here) and
-//! every error a contract envelope: exactly `{"code","message"}`, with the
-//! status the wire error table gives that code. The Worker's log must show no
+//! every error a contract envelope: on the Connect-JSON routes exactly
+//! `{"code","message"}` with the status the error table gives that code; on
+//! the pgmq routes `{"error","detail"}` with the status of the pgmq error
+//! table, or FastAPI's `{"detail":…}` for a 422, 404 or 405 (the only 5xx
+//! allowed is the documented `501 not_supported` of a `conditional` read). The Worker's log must show no
 //! panic, and the isolate must serve afterwards.
 //!
 //! Seeded (`MQLITE_FUZZ_SEED`, printed first and on failure), bounded by
@@ -41,6 +44,61 @@ fn status_of(code: &str) -> Option<u16> {
         "outcome_unknown" | "unavailable" => 503,
         _ => return None,
     })
+}
+
+/// The pgmq dialect's error table (docs/pgmq.md, "Errors"), written from
+/// the contract, not taken from the code under test.
+fn pgmq_status_of(code: &str) -> Option<u16> {
+    Some(match code {
+        "invalid_request" | "poll_limit_exceeded" => 400,
+        "unauthorized" => 401,
+        "queue_not_found" | "message_not_found" => 404,
+        "payload_too_large" => 413,
+        "send_failed" | "internal_error" => 500,
+        "not_supported" => 501,
+        "dependency_unavailable" | "outcome_unknown" => 503,
+        _ => return None,
+    })
+}
+
+/// Every route of the pgmq dialect, as `pgmq:METHOD PATH`, with a request
+/// that is valid or nearly so.
+fn pgmq_routes() -> Vec<(&'static str, Value)> {
+    vec![
+        ("pgmq:PUT /v1/queues/fzp", json!({})),
+        ("pgmq:GET /v1/queues", json!({})),
+        ("pgmq:DELETE /v1/queues/fzp2", json!({})),
+        ("pgmq:POST /v1/queues/fzp2/purge", json!({})),
+        ("pgmq:GET /v1/metrics", json!({})),
+        ("pgmq:GET /v1/queues/fzp/metrics", json!({})),
+        (
+            "pgmq:POST /v1/queues/fzp/messages",
+            json!({"message":{"a":1},"headers":{"h":"v"},"delay":0}),
+        ),
+        (
+            "pgmq:POST /v1/queues/fzp/messages/batch",
+            json!({"messages":[{"a":1},{"b":[2]}],"headers":[{},{}],"delay":0}),
+        ),
+        ("pgmq:POST /v1/queues/fzp/read", json!({"vt":30,"qty":2})),
+        (
+            "pgmq:POST /v1/queues/fzp/read-poll",
+            json!({"vt":30,"qty":1,"max_poll_seconds":1,"poll_interval_ms":100}),
+        ),
+        ("pgmq:POST /v1/queues/fzp/pop", json!({"qty":1})),
+        (
+            "pgmq:POST /v1/queues/fzp/messages/delete",
+            json!({"msg_ids":[1,2]}),
+        ),
+        (
+            "pgmq:POST /v1/queues/fzp/messages/archive",
+            json!({"msg_ids":[1]}),
+        ),
+        ("pgmq:DELETE /v1/queues/fzp/messages/1", json!({})),
+        ("pgmq:POST /v1/queues/fzp/messages/1/archive", json!({})),
+        ("pgmq:POST /v1/queues/fzp/messages/1/vt", json!({"vt":10})),
+        ("pgmq:GET /health", json!({})),
+        ("pgmq:GET /v1/ready", json!({})),
+    ]
 }
 
 const KEY_ID: &str = "0123456789abcdef0123456789abcdef";
@@ -337,6 +395,11 @@ fn deep(rng: &mut Rng) -> Vec<u8> {
 /// A long poll only waits when the queue is empty: keep fuzzed waits short
 /// so the run stays bounded (the types and ranges are still fuzzed).
 fn bound_wait(value: &mut Value) {
+    if let Some(w) = value.get_mut("max_poll_seconds") {
+        if w.as_i64().is_some_and(|n| n > 1) || w.as_u64().is_some_and(|n| n > 1) {
+            *w = json!(1);
+        }
+    }
     if let Some(w) = value.get_mut("wait_time_ms") {
         if w.as_i64().is_some_and(|n| n > 100) || w.as_u64().is_some_and(|n| n > 100) {
             *w = json!(100);
@@ -346,19 +409,25 @@ fn bound_wait(value: &mut Value) {
 
 fn generate(rng: &mut Rng, routes: &[(&'static str, Value)], admin: &str) -> Case {
     let (rpc, template) = rng.pick(routes);
+    let (route_method, route_path) = match rpc.strip_prefix("pgmq:") {
+        Some(route) => route.split_once(' ').unwrap_or(("GET", route)),
+        None => ("POST", ""),
+    };
     let path = if rng.one_in(12) {
         if rng.one_in(5) {
             format!("/{}", "a".repeat(1 + rng.below(8000)))
         } else {
             rng.pick(ODD_PATHS).to_string()
         }
-    } else {
+    } else if route_path.is_empty() {
         format!("/mqlite.v1.{rpc}")
+    } else {
+        route_path.to_owned()
     };
     let method = if rng.one_in(10) {
         rng.pick(METHODS).to_string()
     } else {
-        "POST".into()
+        route_method.into()
     };
     let body = match rng.below(20) {
         0..=2 => {
@@ -423,7 +492,13 @@ fn generate(rng: &mut Rng, routes: &[(&'static str, Value)], admin: &str) -> Cas
         _ => Some(format!("Bearer {admin}")),
     };
     if let Some(a) = auth {
-        headers.push(("Authorization".to_owned(), a));
+        // The pgmq dialect also takes the credential in X-API-Key.
+        match a.strip_prefix("Bearer ") {
+            Some(key) if !route_path.is_empty() && rng.one_in(3) => {
+                headers.push(("X-API-Key".to_owned(), key.to_owned()))
+            }
+            _ => headers.push(("Authorization".to_owned(), a)),
+        }
     }
     if rng.one_in(30) {
         headers.push(("Authorization".to_owned(), "Bearer second".to_owned()));
@@ -500,6 +575,10 @@ fn judge(case: &Case, answer: &Answer) -> Option<String> {
     if answer.status == 0 {
         return Some(format!("no HTTP answer: {}", answer.text));
     }
+    let pgmq_path = case.path.starts_with("/v1/") || case.path == "/health";
+    if pgmq_path {
+        return judge_pgmq(case, answer);
+    }
     if answer.status >= 500 {
         return Some(format!("{} {}", answer.status, answer.text));
     }
@@ -532,6 +611,48 @@ fn judge(case: &Case, answer: &Answer) -> Option<String> {
         Some(s) if s == answer.status => None,
         _ => Some(format!(
             "code {code:?} with status {}: {}",
+            answer.status, answer.text
+        )),
+    }
+}
+
+/// A pgmq route's answer: a success, or an error in one of its shapes.
+fn judge_pgmq(case: &Case, answer: &Answer) -> Option<String> {
+    if answer.status >= 500 && case.method == "HEAD" {
+        return Some(format!("{} to HEAD", answer.status));
+    }
+    // A HEAD answer has no body to judge.
+    if answer.status < 400 || case.method == "HEAD" {
+        return None;
+    }
+    let body: Value = match serde_json::from_str(&answer.text) {
+        Ok(v) => v,
+        Err(_) => return Some(format!("{} not JSON: {:?}", answer.status, answer.text)),
+    };
+    let keys: Vec<&String> = body
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    if keys.len() == 1 && matches!(answer.status, 404 | 405 | 422) {
+        let framework = body["detail"].is_string() && answer.status != 422;
+        let validation = body["detail"].is_array() && answer.status == 422;
+        return (!framework && !validation)
+            .then(|| format!("not a pgmq envelope: {} {}", answer.status, answer.text));
+    }
+    let code = body["error"].as_str().unwrap_or("");
+    if keys.len() != 2 || !body["detail"].is_string() {
+        return Some(format!(
+            "not a pgmq envelope: {} {}",
+            answer.status, answer.text
+        ));
+    }
+    if answer.status >= 500 && code != "not_supported" {
+        return Some(format!("{} {}", answer.status, answer.text));
+    }
+    match pgmq_status_of(code) {
+        Some(s) if s == answer.status => None,
+        _ => Some(format!(
+            "pgmq code {code:?} with status {}: {}",
             answer.status, answer.text
         )),
     }
@@ -595,6 +716,14 @@ fn main() {
             std::process::exit(1);
         }
     }
+    let queue = stack.raw("PUT", "/v1/queues/fzp", Some(&stack.token), b"");
+    if queue.status != 201 {
+        eprintln!(
+            "fuzz: setup PUT /v1/queues/fzp: {} {}",
+            queue.status, queue.text
+        );
+        std::process::exit(1);
+    }
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -606,7 +735,8 @@ fn main() {
             let (failures, by_status) = (failures.clone(), by_status.clone());
             let admin = stack.token.clone();
             std::thread::spawn(move || {
-                let routes = routes();
+                let mut routes = routes();
+                routes.extend(pgmq_routes());
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= cases || stop.load(Ordering::SeqCst) || started.elapsed() > TIME_LIMIT {
