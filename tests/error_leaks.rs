@@ -36,6 +36,25 @@ impl Transport for Lossy {
     async fn pause(&self, _millis: u32) {}
 }
 
+/// A broker over a database whose answers are lost once `broken` is set.
+fn lossy_service() -> (Arc<TempDb>, Arc<AtomicBool>, Service<Lossy>) {
+    let temp = Arc::new(TempDb::new());
+    let broken = Arc::new(AtomicBool::new(false));
+    let transport = Lossy {
+        inner: InProcess {
+            db: temp.db.clone(),
+        },
+        broken: broken.clone(),
+    };
+    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
+    let service = Service::new(
+        config.map(|c| (c, transport)),
+        Clock::manual(T0),
+        Arc::new(Isolate::new(T0)),
+    );
+    (temp, broken, service)
+}
+
 fn admin_request(path: &str) -> Request {
     Request {
         method: "POST".into(),
@@ -108,20 +127,7 @@ async fn two_internal_errors_have_different_ids() {
 
 #[tokio::test]
 async fn a_lost_answer_is_outcome_unknown_without_the_fetch_text() {
-    let temp = Arc::new(TempDb::new());
-    let broken = Arc::new(AtomicBool::new(false));
-    let transport = Lossy {
-        inner: InProcess {
-            db: temp.db.clone(),
-        },
-        broken: broken.clone(),
-    };
-    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
-    let service = Service::new(
-        config.map(|c| (c, transport)),
-        Clock::manual(T0),
-        Arc::new(Isolate::new(T0)),
-    );
+    let (_temp, broken, service) = lossy_service();
     let create = admin_request("/mqlite.v1.AdminService/CreateQueue");
     let r = service
         .handle(&create, br#"{"name":"q"}"#.to_vec(), &NoWait)
@@ -179,20 +185,7 @@ fn assert_pgmq_hidden(r: &Response, status: u16, error: &str, prefix: &str, secr
 
 #[tokio::test]
 async fn pgmq_errors_hide_fetch_database_and_configuration_text() {
-    let temp = Arc::new(TempDb::new());
-    let broken = Arc::new(AtomicBool::new(false));
-    let transport = Lossy {
-        inner: InProcess {
-            db: temp.db.clone(),
-        },
-        broken: broken.clone(),
-    };
-    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
-    let service = Service::new(
-        config.map(|c| (c, transport)),
-        Clock::manual(T0),
-        Arc::new(Isolate::new(T0)),
-    );
+    let (_temp, broken, service) = lossy_service();
     let request = |method: &str, path: &str| Request {
         method: method.into(),
         path: path.into(),
