@@ -1,7 +1,8 @@
-//! The repository stands alone: no file points at the specification outside
-//! it (`../shared`), only `.ci/run` may pick optional tools from there, and
+//! The repository stands alone: no file points at the specification folder
+//! beside the clone, only `.ci/run` may pick optional tools from there, and
 //! comments cite the repository's own `docs/` rather than the spec's
-//! section numbers.
+//! section numbers. The patterns are assembled with `concat!`, so this file
+//! holds none of them and is checked like every other.
 
 use std::path::{Path, PathBuf};
 
@@ -15,15 +16,16 @@ const SKIP_DIRS: &[&str] = &[
     "data",
 ];
 
-/// The one file allowed to name `../shared` (CI's optional tools).
+/// The one file allowed to name the folder beside the clone (CI's optional
+/// tools).
 const ALLOWED: &str = ".ci/run";
 
 const FORBIDDEN: &[&str] = &[
-    "../shared",
-    "/work/shared",
-    "wire §",
-    "semantics §",
-    "decisions.md",
+    concat!("..", "/", "shared"),
+    concat!("/work", "/", "shared"),
+    concat!("wire", " §"),
+    concat!("semantics", " §"),
+    concat!("decisions", ".md"),
 ];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -49,10 +51,9 @@ fn nothing_but_ci_refers_outside_the_repository() {
     let mut all = Vec::new();
     files(root, &mut all);
     assert!(all.len() > 100, "walked only {} files", all.len());
-    let this_file = root.join("tests/stands_alone.rs");
     let mut offending = Vec::new();
     for path in all {
-        if path == root.join(ALLOWED) || path == this_file {
+        if path == root.join(ALLOWED) {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(&path) else {
