@@ -266,12 +266,7 @@ impl<T: Transport> Service<T> {
         };
         self.isolate.registry.record_effects(self.effects.take());
         if let Some(origin) = cors {
-            if origin != "*" {
-                response.headers.push(("Vary".into(), "Origin".into()));
-            }
-            response
-                .headers
-                .push(("Access-Control-Allow-Origin".into(), origin));
+            allow_origin(&mut response, origin);
         }
         response
     }
@@ -567,6 +562,17 @@ async fn admit<T: Transport>(
         KeyState::Revoked => refused(AuthOutcome::Revoked),
         KeyState::Expired => refused(AuthOutcome::Expired),
     }
+}
+
+/// The CORS answer for an allowed origin, on both dialects: the origin,
+/// and `Vary: Origin` unless every origin is allowed.
+fn allow_origin(response: &mut Response, origin: String) {
+    if origin != "*" {
+        response.headers.push(("Vary".into(), "Origin".into()));
+    }
+    response
+        .headers
+        .push(("Access-Control-Allow-Origin".into(), origin));
 }
 
 fn healthz() -> Response {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::auth::{self, Access, Principal};
 use super::config::{AuthMode, Config};
-use super::{admit, Body, Request, Response, Service};
+use super::{admit, allow_origin, Body, Request, Response, Service};
 use crate::engine::Waiter;
 use crate::store::Transport;
 use crate::wire::pgmq::{PgmqCode, PgmqError};
@@ -39,12 +39,7 @@ impl<T: Transport> Service<T> {
             self.pgmq_route(request, path, query, body, waiter).await
         };
         if let Some(origin) = cors {
-            if origin != "*" {
-                response.headers.push(("Vary".into(), "Origin".into()));
-            }
-            response
-                .headers
-                .push(("Access-Control-Allow-Origin".into(), origin));
+            allow_origin(&mut response, origin);
         }
         response
     }
@@ -100,11 +95,13 @@ impl<T: Transport> Service<T> {
                 // costs nothing (docs/http-api.md, "Credentials").
                 let looked_up = match self.screen(engine, &key, true, false).await {
                     Ok(looked_up) => looked_up,
-                    Err((e, _)) if e.code == ErrorCode::Unauthenticated => {
-                        return error(&PgmqError::unauthorized())
-                    }
-                    // The reference has no 403: a missing permission is 401.
-                    Err((e, _)) if e.code == ErrorCode::PermissionDenied => {
+                    // The reference has no 403: a missing permission is 401 too.
+                    Err((e, _))
+                        if matches!(
+                            e.code,
+                            ErrorCode::Unauthenticated | ErrorCode::PermissionDenied
+                        ) =>
+                    {
                         return error(&PgmqError::unauthorized())
                     }
                     // The key store could not answer: a server error, never a pass.
