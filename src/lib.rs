@@ -11,6 +11,7 @@ pub mod filter;
 pub mod http;
 pub mod observe;
 pub mod store;
+pub mod wake;
 pub mod wire;
 
 #[cfg(target_arch = "wasm32")]

@@ -13,10 +13,14 @@ use worker::{
     RequestInit, Response, ScheduleContext, ScheduledEvent,
 };
 
-use crate::engine::{Clock, Effects, Engine, Waiter};
+use crate::engine::{Clock, Effects, Engine, Parked, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
 use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
+
+mod waker;
+
+use waker::Waker;
 
 /// Room a pipeline needs beyond its request's bytes (statement texts,
 /// copies): see [`WorkerBody::read`].
@@ -100,8 +104,9 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 }
 
 #[event(fetch)]
-async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    let waiter = WorkerWaiter::start();
+async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let waker = Waker::from_env(&env, binding(&env, "MQLITE_WAKE"));
+    let waiter = WorkerWaiter::start(waker.clone());
     let isolate = isolate();
     let setup = setup(&isolate, &env);
     let service = Service::new(setup, Clock::Database, isolate);
@@ -128,7 +133,26 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     if let Some(line) = response.log_line() {
         worker::console_error!("{} {}: {line}", request.method, request.path);
     }
+    if let Some(waker) = waker {
+        notify_after(&ctx, waker, response.wake_hints());
+    }
     to_worker_response(response)
+}
+
+/// Sends the answer's wake hints once it is on its way, off its path: a
+/// hint that fails or is lost costs a waiter at most one park.
+fn notify_after(ctx: &Context, waker: Waker, hints: &[http::WakeHint]) {
+    if hints.is_empty() {
+        return;
+    }
+    let hints = hints.to_vec();
+    ctx.wait_until(async move {
+        for hint in hints {
+            if waker.notify(&hint.queue, hint.at_ms).await.is_none() {
+                worker::console_warn!("wake hint for queue {:?} failed", hint.queue);
+            }
+        }
+    });
 }
 
 fn to_worker_response(response: http::Response) -> worker::Result<Response> {
@@ -182,15 +206,18 @@ impl http::Body for WorkerBody<'_> {
     }
 }
 
-/// Long-poll timing on the Worker clock (which advances across I/O).
+/// Long-poll timing on the Worker clock (which advances across I/O), and
+/// the wake objects when the binding is there.
 struct WorkerWaiter {
     started_ms: u64,
+    waker: Option<Waker>,
 }
 
 impl WorkerWaiter {
-    fn start() -> Self {
+    fn start(waker: Option<Waker>) -> Self {
         WorkerWaiter {
             started_ms: Date::now().as_millis(),
+            waker,
         }
     }
 }
@@ -202,6 +229,17 @@ impl Waiter for WorkerWaiter {
 
     async fn sleep(&self, millis: u64) {
         Delay::from(Duration::from_millis(millis)).await;
+    }
+
+    fn hints(&self) -> bool {
+        self.waker.is_some()
+    }
+
+    async fn park(&self, queue: &str, since_ms: i64, millis: u64) -> Parked {
+        match &self.waker {
+            Some(waker) => waker.park(queue, since_ms, millis).await,
+            None => Parked::Failed,
+        }
     }
 }
 

@@ -188,3 +188,48 @@ async fn complete_runs_at_most_five_statements() {
     let ran = last_run(&engine);
     assert!(ran.len() <= 5, "{ran:#?}");
 }
+
+/// A waiter on wake hints whose park times out at once.
+struct Parking;
+
+impl mqlite_edge::engine::Waiter for Parking {
+    fn elapsed_ms(&self) -> u64 {
+        0
+    }
+    async fn sleep(&self, _millis: u64) {}
+    fn hints(&self) -> bool {
+        true
+    }
+    async fn park(&self, _q: &str, _since: i64, _ms: u64) -> mqlite_edge::engine::Parked {
+        mqlite_edge::engine::Parked::TimedOut
+    }
+}
+
+/// docs/semantics.md#long-polling: a waiting claim with wake hints adds one
+/// statement (the waiter mark), still within six; a Send that reads the
+/// waiter mark stays within its own cap.
+#[tokio::test]
+async fn a_waiting_claim_with_hints_runs_at_most_six_statements() {
+    let (_temp, engine) = setup().await;
+    let request = ReceiveRequest {
+        wait_time_ms: 1,
+        ..receive_one()
+    };
+    // The fake clock never advances: the request budget ends the poll,
+    // every claim of which ran the mark.
+    let (got, poll) = engine.receive(&request, &Parking).await.expect("poll");
+    assert!(got.is_empty());
+    assert!(poll.parks > 0, "{poll:?}");
+    let ran = last_run(&engine);
+    assert_eq!(
+        ran.len(),
+        6,
+        "BEGIN, head, gate, claim, mark, COMMIT: {ran:#?}"
+    );
+    assert!(
+        ran[4].starts_with("UPDATE queues SET waiters_until"),
+        "{ran:#?}"
+    );
+    engine.send(&send(1)).await.expect("send");
+    assert!(last_run(&engine).len() <= 6);
+}

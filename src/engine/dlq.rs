@@ -75,6 +75,11 @@ const DELETE_CHUNK: Statement = crate::statement!(str_replace!(
     MARKED
 ));
 
+/// Whether queue `?1` has waiters to wake, and the database time, read
+/// after the redrive's own statements (docs/semantics.md#long-polling).
+pub(super) const WAITERS_OF: Statement =
+    crate::statement!(concat!("SELECT ", super::maintenance::waiters!()));
+
 /// T20: Purge deletes dead letters only.
 const PURGE: Statement = crate::statement!(str_replace!(
     "DELETE FROM messages WHERE id IN (CANDIDATES)",
@@ -171,10 +176,21 @@ impl<T: Transport> Engine<T> {
             program.step(&DELETE_CHUNK, marked());
             copied
         };
+        let destination = if in_place {
+            &request.queue
+        } else {
+            &request.target
+        };
+        let waiters = program.step(&WAITERS_OF, vec![destination.as_str().into()]);
         match self.run(&mut program).await {
             Ok(committed) => {
                 self.note_housekeeping(&committed, &housekeeping);
                 let n = committed.affected(moved);
+                if let Some(row) = committed.first_row(waiters) {
+                    if n > 0 && row.int(0)? == 1 {
+                        self.note_claimable(destination, row.int(1)?);
+                    }
+                }
                 self.note(&request.queue, Event::Redriven, n);
                 if !in_place {
                     self.note(&request.target, Event::Enqueued, n);

@@ -146,6 +146,15 @@ pub enum Effect {
     Storage(StorageCall),
     /// A routing filter failed while a published message was fanned out.
     FilterFailure(FilterStage),
+    /// A committed change made messages claimable on `queue` while the
+    /// database recorded someone waiting on it (`queues.waiters_until`),
+    /// at database time `at_ms`: the wake hint the HTTP layer may send
+    /// (docs/semantics.md#long-polling). Never appended for a queue nobody
+    /// waits on, so such a send costs no notification.
+    Claimable {
+        queue: String,
+        at_ms: i64,
+    },
     /// One finished pass of `task`, which ended at `finished_at_ms`.
     Maintenance {
         task: Task,

@@ -78,13 +78,31 @@ SELECT json(CASE WHEN
 );
 
 /// One queue's housekeeping: reap, then the due rows.
+/// Each returns, per changed row, whether the queue has waiters and the
+/// database time ([`WAITERS`]), so a lease expiry or activation a request
+/// observes can wake them (docs/semantics.md#long-polling).
 pub(super) const ONE_QUEUE: [Statement; 2] = [
-    crate::statement!(str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1")),
+    crate::statement!(concatcp!(
+        str_replace!(REAP_EXPIRED_LEASES, "SCOPE", "queue = ?1"),
+        " RETURNING ",
+        WAITERS
+    )),
     crate::statement!(concatcp!(
         str_replace!(SETTLE_DUE, "SCOPE", "queue = ?1"),
-        " RETURNING state, dead_letter_reason"
+        " RETURNING state, dead_letter_reason, ",
+        WAITERS
     )),
 ];
+
+/// Two columns: whether queue `?1` has someone waiting on it
+/// (`queues.waiters_until`, migration 0006) and the database time.
+macro_rules! waiters {
+    () => {
+        "coalesce((SELECT waiters_until FROM queues WHERE name = ?1) > {now}, 0), {now}"
+    };
+}
+pub(super) use waiters;
+const WAITERS: &str = waiters!();
 
 /// Every queue's housekeeping, in the same order.
 pub(super) const EVERY_QUEUE: [Statement; 2] = [
@@ -122,7 +140,18 @@ impl<T: Transport> Engine<T> {
         let queue = done.queue.as_str();
         let mut lock_expired = committed.affected(done.reap);
         let (mut activated, mut dead_lettered, mut discarded) = (0, 0, 0);
+        let mut waiters = None;
+        for row in committed.rows(done.reap) {
+            if row.int(0).is_ok_and(|w| w == 1) {
+                waiters = row.int(1).ok();
+            }
+        }
         for row in committed.rows(done.due) {
+            if row.opt_text(0).is_ok_and(|s| s == Some("active"))
+                && row.int(2).is_ok_and(|w| w == 1)
+            {
+                waiters = row.int(3).ok();
+            }
             match row.opt_text(1) {
                 Ok(Some("TTLDiscarded")) => discarded += 1,
                 Ok(Some("MaxDeliveryCountExceeded")) => {
@@ -139,6 +168,9 @@ impl<T: Transport> Engine<T> {
         self.note(queue, Event::Activated, activated);
         self.note(queue, Event::DeadLettered, dead_lettered);
         self.note(queue, Event::TtlDiscarded, discarded);
+        if let Some(at_ms) = waiters {
+            self.note_claimable(queue, at_ms);
+        }
     }
 
     /// Appends every queue's housekeeping to a write program (the sweep).

@@ -20,6 +20,7 @@ mod settle;
 mod stats;
 mod sweep;
 mod topics;
+mod wait;
 
 pub use admin::{EntityCounts, QueueGauge};
 pub use clock::{set_wall_clock, Clock};
@@ -35,12 +36,13 @@ pub use keys::{
 };
 pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};
-pub use receive::{LongPoll, ReceiveMode, ReceiveRequest, ReceivedMessage, Waiter};
+pub use receive::{ReceiveMode, ReceiveRequest, ReceivedMessage};
 pub use send::{OutgoingMessage, SendRequest};
 pub use settle::{BatchResult, SettleItem, SettleRequest, Settlement};
 pub use stats::QueueStats;
 pub use sweep::Retention;
 pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
+pub use wait::{LongPoll, Parked, Waiter, PARK_MAX_MS};
 
 use std::sync::Arc;
 
@@ -281,6 +283,15 @@ impl<T: Transport> Engine<T> {
                 count: n,
             });
         }
+    }
+
+    /// Reports a committed change that made messages claimable on a queue
+    /// someone waits on, at database time `at_ms` (docs/semantics.md#long-polling).
+    fn note_claimable(&self, queue: &str, at_ms: i64) {
+        self.report(|| Effect::Claimable {
+            queue: queue.to_owned(),
+            at_ms,
+        });
     }
 
     /// Reports one finished storage call, with the retries the store made

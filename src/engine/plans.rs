@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{deferred, keys, maintenance, peek, pgmq, receive, send, settle, stats};
+use super::{deferred, dlq, keys, maintenance, peek, pgmq, receive, send, settle, stats};
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
@@ -367,5 +367,28 @@ fn pgmq_statements_seek_indexes() {
     for (i, statement) in pgmq::queues::DROP.iter().enumerate() {
         let d = plan(statement, vec![text("q")]);
         assert_no_message_scan(&format!("pgmq drop #{i}"), &d);
+    }
+}
+
+/// The wake-hint statements (docs/semantics.md#long-polling) touch one
+/// queue row, found by its name.
+#[test]
+fn wake_hint_statements_seek_the_queue_by_name() {
+    for (name, d) in [
+        (
+            "mark waiting",
+            plan(
+                &receive::MARK_WAITING,
+                vec![text("q"), int(30_000), int(5_000)],
+            ),
+        ),
+        ("waiters of", plan(&dlq::WAITERS_OF, vec![text("q")])),
+    ] {
+        assert_uses(
+            name,
+            &d,
+            "queues USING INDEX sqlite_autoindex_queues_1 (name=?)",
+        );
+        assert_no_scan_of(name, &d, "queues");
     }
 }

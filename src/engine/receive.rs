@@ -1,23 +1,23 @@
 //! Receive (docs/semantics.md#receive): claim in one statement, idempotent attempt
 //! replay, receive-and-delete, and bounded long-polling.
 
-use std::future::Future;
-
 use base64::Engine as _;
 use serde::Deserialize;
 
+use super::wait::{long_poll, Backoff, Claimed, LongPoll, Waiter};
 use super::Event;
 use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use const_format::str_replace;
 
 use crate::store::Statement;
-use crate::store::{Committed, Program, Row, RunStats, StepId, StoreError, Transport};
+use crate::store::{Committed, Program, Row, RunStats, StepId, Transport};
 
 /// Hard caps of the wire contract.
 const MAX_MESSAGES: i64 = 256;
 const MAX_WAIT_MS: i64 = 20_000;
-/// Long-poll back-off: start fast so a wake-up early in the wait is seen
-/// quickly, then stretch so a long wait fits the request budget.
+/// Long-poll back-off without wake hints: start fast so a wake-up early in
+/// the wait is seen quickly, then stretch so a long wait fits the request
+/// budget.
 const FIRST_POLL_DELAY_MS: u64 = 50;
 const MAX_POLL_DELAY_MS: u64 = 1_000;
 
@@ -57,23 +57,6 @@ pub struct ReceivedMessage {
     pub enqueued_at_ms: i64,
     pub locked_until_ms: Option<i64>,
     pub lock_token: Option<String>,
-}
-
-/// Waiting between polls, on the platform's timer. Elapsed time here only
-/// bounds the wait; it never decides message state.
-pub trait Waiter {
-    /// Milliseconds since the request started waiting.
-    fn elapsed_ms(&self) -> u64;
-    fn sleep(&self, millis: u64) -> impl Future<Output = ()>;
-}
-
-/// How many database requests a long poll made, for tests and metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LongPoll {
-    pub attempts: u32,
-    /// Database requests made (attempts plus their retries), at most the
-    /// clamped `poll_max_requests`.
-    pub fetches: u32,
 }
 
 /// strict_fifo head-of-line rule (docs/semantics.md#receive) for candidate `c`: any earlier
@@ -229,12 +212,43 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.properties, messages.delivery_count, messages.enqueued_at,
   messages.locked_until, messages.lock_token";
 
-/// The head of a claim: whether queue `?1` exists, and the exact earlier
-/// answer of a live receive attempt `?2` (none for '').
+/// The head of a claim: whether queue `?1` exists, the exact earlier
+/// answer of a live receive attempt `?2` (none for ''), and the database
+/// time the claim ran at (a waiter parks on the wake hint "since" then).
 pub(super) const CLAIM_HEAD: Statement = crate::statement!(crate::schema_checked!(
     "(SELECT 1 FROM queues WHERE name = ?1),
-  (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now})"
+  (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}),
+  {now}"
 ));
+
+/// How long one waiting claim keeps queue `?1` marked as waited on: past
+/// the longest wait (20 s) plus the longest park, so a waiter that
+/// re-claims at least every `PARK_MAX_MS` is always covered.
+const WAITERS_HOLD_MS: i64 = 30_000;
+/// The mark is rewritten only when it would move by more than this, so
+/// busy waiters cost at most one row written per queue every few seconds.
+const WAITERS_REFRESH_MS: i64 = 5_000;
+
+/// A waiting claim that claimed nothing (`changes()` of the claim right
+/// before it) records that queue `?1` has a waiter until `{now} + ?2`,
+/// unless it already has one until `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
+pub(super) const MARK_WAITING: Statement = crate::statement!(
+    "\
+UPDATE queues SET waiters_until = {now} + ?2
+WHERE name = ?1 AND changes() = 0 AND waiters_until < {now} + ?2 - ?3"
+);
+
+/// Appends [`MARK_WAITING`] right after a program's claim step.
+pub(super) fn mark_waiting(program: &mut Program, queue: &str) {
+    program.step(
+        &MARK_WAITING,
+        vec![
+            queue.into(),
+            WAITERS_HOLD_MS.into(),
+            WAITERS_REFRESH_MS.into(),
+        ],
+    );
+}
 
 /// Records this claim's exact answer under the attempt id, if it claimed
 /// anything; receive-and-delete answers carry no token or lease.
@@ -283,43 +297,23 @@ impl<T: Transport> Engine<T> {
             .limits
             .poll_max_requests
             .clamp(1, super::MAX_POLL_REQUESTS);
-        let mut poll = LongPoll::default();
-        let mut delay = FIRST_POLL_DELAY_MS;
-        loop {
-            // Every fetch counts, a claim's retries and migrations included.
-            let mut stats = RunStats::limited_to(cap - poll.fetches);
-            let claimed = self.claim_once(request, max, &mut stats).await;
-            poll.fetches += stats.fetches;
-            let claimed = match claimed {
-                // The budget ran out inside a later attempt that provably
-                // applied nothing: the poll found nothing, as before.
-                Err(EngineError::Store(StoreError::Unavailable(_)))
-                    if poll.attempts > 0 && poll.fetches >= cap =>
-                {
-                    return Ok((Vec::new(), poll))
-                }
-                other => other?,
-            };
-            poll.attempts += 1;
-            let elapsed = waiter.elapsed_ms();
-            if !claimed.is_empty() || elapsed >= wait {
-                return Ok((claimed, poll));
-            }
-            let remaining = wait - elapsed;
-            let requests_left = u64::from(cap.saturating_sub(poll.fetches));
-            if requests_left == 0 {
-                return Ok((claimed, poll));
-            }
-            // Keep the last request for the final attempt at the deadline,
-            // and never poll faster than the budget allows.
-            let pause = if requests_left == 1 {
-                remaining
-            } else {
-                delay.max(remaining / requests_left).min(remaining)
-            };
-            waiter.sleep(pause).await;
-            delay = (delay * 8 / 5).min(MAX_POLL_DELAY_MS);
-        }
+        let backoff = Backoff {
+            first: FIRST_POLL_DELAY_MS,
+            max: MAX_POLL_DELAY_MS,
+        };
+        long_poll(
+            waiter,
+            &request.queue,
+            wait,
+            cap,
+            backoff,
+            |limit, mark| async move {
+                let mut stats = RunStats::limited_to(limit);
+                let claimed = self.claim_once(request, max, mark, &mut stats).await;
+                (claimed, stats)
+            },
+        )
+        .await
     }
 
     /// One claim attempt: housekeeping, replay lookup, claim — one round trip.
@@ -327,8 +321,9 @@ impl<T: Transport> Engine<T> {
         &self,
         request: &ReceiveRequest,
         max: i64,
+        mark: bool,
         stats: &mut RunStats,
-    ) -> Result<Vec<ReceivedMessage>, EngineError> {
+    ) -> Result<Claimed<ReceivedMessage>, EngineError> {
         let queue = request.queue.as_str();
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
         let tokens = claim_tokens(max as usize)?;
@@ -358,6 +353,9 @@ impl<T: Transport> Engine<T> {
                 ],
             )
         };
+        if mark {
+            mark_waiting(&mut program, queue);
+        }
         if !attempt.is_empty() {
             program.step(
                 &RECORD_ATTEMPT,
@@ -393,7 +391,8 @@ impl<T: Transport> Engine<T> {
         if !replayed {
             self.note_claimed(queue, &messages, delete);
         }
-        Ok(messages)
+        let now_ms = committed.first_row(head).map_or(Ok(0), |row| row.int(3))?;
+        Ok(Claimed { messages, now_ms })
     }
 
     /// Counts a fresh claim's deliveries (docs/semantics.md#observability); replays count nothing.

@@ -129,7 +129,9 @@ RETURNING id"
 /// `0` the verdict of `send_ok!` (`ok`, `topic_changed`, `queue_missing`,
 /// `group_required`); `1` the final dedup entry of every `(queue, key)` of a
 /// queue with a window; `2` the topic's current subscriptions when the
-/// routing used a stale view, so the retry needs no extra read.
+/// routing used a stale view, so the retry needs no extra read; `3` each
+/// destination queue someone waits on (`queues.waiters_until`), with the
+/// database time, for the wake hint (docs/semantics.md#long-polling).
 pub(super) const READ_OUTCOME: Statement = crate::statement!(concat!(
     "SELECT 0, CASE WHEN ",
     fingerprint!(),
@@ -146,7 +148,10 @@ FROM (SELECT DISTINCT j.value ->> 0 AS queue, j.value ->> 1 AS dkey FROM json_ea
 UNION ALL
 SELECT 2, subscription, filter, revision, NULL FROM subscriptions WHERE topic = ?1 AND ",
     fingerprint!(),
-    " <> ?2"
+    " <> ?2
+UNION ALL
+SELECT 3, q.name, NULL, NULL, {now} FROM queues q
+WHERE q.name IN (SELECT DISTINCT j.value ->> 0 FROM json_each(?3) j) AND q.waiters_until > {now}"
 ));
 
 /// One copy to insert: a message bound for one queue.
@@ -177,6 +182,7 @@ enum Attempt {
 const OUTCOME_VERDICT: i64 = 0;
 const OUTCOME_DEDUP: i64 = 1;
 const OUTCOME_SUBSCRIPTION: i64 = 2;
+const OUTCOME_WAITERS: i64 = 3;
 
 /// Adds what the insert just before it added to each queue's
 /// `sent_total` (pgmq metrics' `total_messages`, docs/pgmq.md). That
@@ -329,6 +335,7 @@ impl<T: Transport> Engine<T> {
         let mut verdict = String::new();
         let mut entries: HashMap<(&str, &str), (&str, i64)> = HashMap::new();
         let mut subscriptions = Vec::new();
+        let mut waiting: HashMap<&str, i64> = HashMap::new();
         for row in committed.rows(outcome) {
             match row.int(0)? {
                 OUTCOME_VERDICT => verdict = row.text(1)?.to_owned(),
@@ -340,6 +347,9 @@ impl<T: Transport> Engine<T> {
                     row.opt_text(2)?.map(str::to_owned),
                     row.int(3)?,
                 )),
+                OUTCOME_WAITERS => {
+                    waiting.insert(row.text(1)?, row.int(4)?);
+                }
                 _ => {}
             }
         }
@@ -367,6 +377,7 @@ impl<T: Transport> Engine<T> {
         let mut copies = vec![0usize; prepared.len()];
         let mut inserted_any = vec![false; prepared.len()];
         let mut claimed: HashSet<(&str, &str)> = HashSet::new();
+        let mut woken: HashSet<&str> = HashSet::new();
         for d in &deliveries {
             let key = (d.queue, d.prepared.key.as_str());
             let first = claimed.insert(key);
@@ -382,6 +393,13 @@ impl<T: Transport> Engine<T> {
                 None => (new_seqs.next().unwrap_or(0), true),
             };
             self.note_enqueue(d.queue, new, seq, scheduled > 0);
+            // A scheduled message is not claimable yet: its activation,
+            // observed by a later request, wakes the queue instead.
+            if new && seq != 0 && scheduled == 0 && woken.insert(d.queue) {
+                if let Some(at_ms) = waiting.get(d.queue) {
+                    self.note_claimable(d.queue, *at_ms);
+                }
+            }
             seqs[d.message] = seq;
             copies[d.message] += 1;
             inserted_any[d.message] |= seq != 0;

@@ -12,6 +12,7 @@
 //! A token is cleared by every effect, so an old receipt can never let a
 //! new effect through.
 
+use super::maintenance::waiters;
 use super::Event;
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_EXISTS};
 use crate::store::Statement;
@@ -137,7 +138,8 @@ pub(super) const COMPLETE: Statement = crate::statement!(concat!(
 ));
 
 /// T8–T10: back to active (no delay), parked as scheduled (delay > 0), or
-/// dead-lettered once the delivery count is used up (delay ignored).
+/// dead-lettered once the delivery count is used up (delay ignored). Each
+/// row also says whether the queue has waiters to wake (`waiters!`).
 pub(super) const ABANDON: Statement = crate::statement!(concat!("\
 UPDATE messages SET
   state = CASE
@@ -152,7 +154,7 @@ UPDATE messages SET
           AND r.lock_token = messages.lock_token AND r.operation = ?3 AND r.args = ?4) + ?5 END,
   lock_token = NULL,
   locked_until = 0
-WHERE ", receipted!(), " RETURNING id, state"));
+WHERE ", receipted!(), " RETURNING id, state, ", waiters!()));
 
 /// T11: dead-letter with the client's reason, regardless of the count.
 pub(super) const REJECT: Statement = crate::statement!(concat!(
@@ -292,9 +294,17 @@ impl<T: Transport> Engine<T> {
         // docs/semantics.md#observability.
         let mut changed = 0;
         let mut dead_lettered = 0;
+        let mut waiters = None;
         for row in committed.rows(effect) {
             changed += 1;
             dead_lettered += u64::from(row.text(1)? == "dead_lettered");
+            // Only Abandon returns the waiter columns.
+            if row.text(1)? == "active" && row.int(2).is_ok_and(|w| w == 1) {
+                waiters = row.int(3).ok();
+            }
+        }
+        if let Some(at_ms) = waiters {
+            self.note_claimable(queue, at_ms);
         }
         let event = match how {
             Settlement::Complete => Event::Completed,

@@ -27,7 +27,9 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::engine::{Clock, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter};
+use crate::engine::{
+    Clock, Effect, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter,
+};
 use crate::observe::{prometheus, AuthOutcome, Registry};
 use crate::store::{Policy, Transport, WriteHealth};
 use crate::wire::{ApiError, ErrorCode};
@@ -60,6 +62,36 @@ pub struct Response {
     /// What an internal error or an unknown outcome really was, for the
     /// operator's log only: the answer carries just the id in this line.
     log: Option<String>,
+    /// Queues to notify once the answer is on its way (docs/semantics.md#long-polling).
+    wake: Vec<WakeHint>,
+}
+
+/// A wake hint for the platform to send after the response: messages
+/// became claimable on `queue`, which has waiters, by a change committed at
+/// database time `at_ms`. A hint decides nothing; losing one costs a waiter
+/// at most one park.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeHint {
+    pub queue: String,
+    pub at_ms: i64,
+}
+
+/// One hint per queue the request's committed effects made claimable, with
+/// the latest commit time.
+fn wake_hints(effects: &[Effect]) -> Vec<WakeHint> {
+    let mut hints: Vec<WakeHint> = Vec::new();
+    for effect in effects {
+        if let Effect::Claimable { queue, at_ms } = effect {
+            match hints.iter_mut().find(|h| &h.queue == queue) {
+                Some(hint) => hint.at_ms = hint.at_ms.max(*at_ms),
+                None => hints.push(WakeHint {
+                    queue: queue.clone(),
+                    at_ms: *at_ms,
+                }),
+            }
+        }
+    }
+    hints
 }
 
 impl Response {
@@ -70,6 +102,7 @@ impl Response {
             body,
             code: None,
             log: None,
+            wake: Vec::new(),
         }
     }
 
@@ -123,6 +156,11 @@ impl Response {
     /// The line to log for this answer, when it hides what happened.
     pub fn log_line(&self) -> Option<&str> {
         self.log.as_deref()
+    }
+
+    /// The queues to notify after this answer (committed changes only).
+    pub fn wake_hints(&self) -> &[WakeHint] {
+        &self.wake
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -254,8 +292,8 @@ impl<T: Transport> Service<T> {
             .split_once('?')
             .unwrap_or((request.path.as_str(), ""));
         if pgmq::serves(path) {
-            let response = self.pgmq(request, path, query, body, waiter).await;
-            self.isolate.registry.record_effects(self.effects.take());
+            let mut response = self.pgmq(request, path, query, body, waiter).await;
+            self.drain_effects(&mut response);
             return response;
         }
         let cors = self.setup.as_ref().ok().and_then(|(c, _)| c.cors.clone());
@@ -264,11 +302,19 @@ impl<T: Transport> Service<T> {
         } else {
             self.route(request, body, waiter).await
         };
-        self.isolate.registry.record_effects(self.effects.take());
+        self.drain_effects(&mut response);
         if let Some(origin) = cors {
             allow_origin(&mut response, origin);
         }
         response
+    }
+
+    /// Records the request's journal in the isolate's counters and hands
+    /// its wake hints to the platform with the answer.
+    fn drain_effects(&self, response: &mut Response) {
+        let effects = self.effects.take();
+        response.wake = wake_hints(&effects);
+        self.isolate.registry.record_effects(effects);
     }
 
     async fn route(&self, request: &Request, body: impl Body, waiter: &impl Waiter) -> Response {

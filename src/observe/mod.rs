@@ -153,6 +153,8 @@ impl Registry {
                     seconds,
                     finished_at_ms,
                 } => counters.record_maintenance(task, outcome, seconds, finished_at_ms),
+                // A wake hint is the HTTP layer's to send, not a counter.
+                Effect::Claimable { .. } => {}
             }
         }
     }

@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_pgmq.sql",
         sql: include_str!("../../migrations/0005_pgmq.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_waiters.sql",
+        sql: include_str!("../../migrations/0006_waiters.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

@@ -5,10 +5,11 @@ use const_format::str_replace;
 
 use super::{message_columns, messages, PgmqMessage};
 use crate::engine::receive::{
-    claim_tokens, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED, STRICT_BLOCKED,
+    claim_tokens, mark_waiting, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED, STRICT_BLOCKED,
 };
+use crate::engine::wait::{long_poll, Backoff, Claimed};
 use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
-use crate::store::{Program, RunStats, Statement, StoreError, Transport};
+use crate::store::{Program, RunStats, Statement, Transport};
 
 /// pgmq's default visibility timeout when a read gives none (or 0).
 pub const DEFAULT_VT_SECONDS: i64 = 30;
@@ -66,7 +67,8 @@ RETURNING id, delivery_count - 1, enqueued_at, last_read_at, visible_at, body, h
 
 impl<T: Transport> Engine<T> {
     /// read / read-poll / pop. Polls (read-poll) until a message is
-    /// visible or `max_poll_ms` passed, within Receive's request budget.
+    /// visible or `max_poll_ms` passed, within Receive's request budget and
+    /// on its wake hints (docs/semantics.md#long-polling).
     pub async fn pgmq_read(
         &self,
         request: &PgmqRead,
@@ -87,41 +89,27 @@ impl<T: Transport> Engine<T> {
             .limits
             .poll_max_requests
             .clamp(1, crate::engine::MAX_POLL_REQUESTS);
-        let mut fetches = 0u32;
-        let mut polled = false;
         let interval = request.poll_interval_ms.max(MIN_POLL_INTERVAL_MS);
-        loop {
-            // As Receive: every fetch counts, retries and migrations included.
-            let mut stats = RunStats::limited_to(cap - fetches);
-            let claimed = self.pgmq_claim_once(request, vt * 1000, &mut stats).await;
-            fetches += stats.fetches;
-            let claimed = match claimed {
-                // The budget ran out inside a later attempt that provably
-                // applied nothing: the poll found nothing, as before.
-                Err(EngineError::Store(StoreError::Unavailable(_))) if polled && fetches >= cap => {
-                    return Ok(Vec::new())
-                }
-                other => other?,
-            };
-            polled = true;
-            let elapsed = waiter.elapsed_ms();
-            if !claimed.is_empty() || elapsed >= request.max_poll_ms {
-                return Ok(claimed);
-            }
-            let remaining = request.max_poll_ms - elapsed;
-            let requests_left = u64::from(cap.saturating_sub(fetches));
-            if requests_left == 0 {
-                return Ok(claimed);
-            }
-            // As Receive: keep the last request for the deadline, and
-            // never poll faster than the budget allows.
-            let pause = if requests_left == 1 {
-                remaining
-            } else {
-                interval.max(remaining / requests_left).min(remaining)
-            };
-            waiter.sleep(pause).await;
-        }
+        let backoff = Backoff {
+            first: interval,
+            max: interval,
+        };
+        let (claimed, _) = long_poll(
+            waiter,
+            &request.queue,
+            request.max_poll_ms,
+            cap,
+            backoff,
+            |limit, mark| async move {
+                let mut stats = RunStats::limited_to(limit);
+                let claimed = self
+                    .pgmq_claim_once(request, vt * 1000, mark, &mut stats)
+                    .await;
+                (claimed, stats)
+            },
+        )
+        .await?;
+        Ok(claimed)
     }
 
     /// One claim: head, housekeeping, claim (and pop's delete).
@@ -129,12 +117,13 @@ impl<T: Transport> Engine<T> {
         &self,
         request: &PgmqRead,
         lease_ms: i64,
+        mark: bool,
         stats: &mut RunStats,
-    ) -> Result<Vec<PgmqMessage>, EngineError> {
+    ) -> Result<Claimed<PgmqMessage>, EngineError> {
         let queue = request.queue.as_str();
         let tokens = claim_tokens(request.qty.max(0) as usize)?;
         let mut program = Program::write();
-        program.head(&CLAIM_HEAD, vec![queue.into(), "".into()]);
+        let head = program.head(&CLAIM_HEAD, vec![queue.into(), "".into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         let claim = program.step(
             &CLAIM,
@@ -148,6 +137,9 @@ impl<T: Transport> Engine<T> {
                 lease_ms.into(),
             ],
         );
+        if mark {
+            mark_waiting(&mut program, queue);
+        }
         let deleted = request
             .pop
             .then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
@@ -167,6 +159,10 @@ impl<T: Transport> Engine<T> {
             self.note(queue, Event::Delivered, n);
             self.note(queue, Event::Redelivered, again);
         }
-        Ok(claimed)
+        let now_ms = committed.first_row(head).map_or(Ok(0), |row| row.int(3))?;
+        Ok(Claimed {
+            messages: claimed,
+            now_ms,
+        })
     }
 }

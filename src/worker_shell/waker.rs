@@ -1,0 +1,178 @@
+//! Wake hints on Cloudflare (docs/semantics.md#long-polling): the
+//! `QueueWaker` Durable Object, one per queue name (`idFromName`), holding
+//! only a [`Board`] of parked waiters, and the Worker's client of it.
+//! Every call is bounded; any failure makes the caller fall back to plain
+//! re-polling, since the database alone decides what is claimable.
+
+use std::cell::RefCell;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::future::{select, Either};
+use worker::{
+    durable_object, DurableObject, Env, Method, ObjectNamespace, Request, RequestInit, Response,
+    Result, State,
+};
+
+use crate::engine::{Parked, PARK_MAX_MS};
+use crate::wake::{Board, Slot};
+
+/// The binding `wrangler.toml` declares.
+pub const BINDING: &str = "MQLITE_WAKER";
+/// Slack beyond a park's own time before the Worker gives up on the object.
+const PARK_SLACK_MS: u64 = 1_500;
+/// Bound on one notification (sent after the answer, off its path).
+const NOTIFY_TIMEOUT_MS: u64 = 2_000;
+/// Objects are addressed by name; the host is never resolved.
+const ORIGIN: &str = "https://queue-waker";
+
+/// A parked waiter's end of the channel.
+struct Waiting(oneshot::Sender<()>);
+
+impl Slot for Waiting {
+    fn abandoned(&self) -> bool {
+        self.0.is_canceled()
+    }
+    fn wake(self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// What the test-only `MQLITE_WAKE_FAULT` var makes the object do, so the
+/// end-to-end suite can prove the fallbacks: `error` answers every call
+/// 500, `drop` accepts notifications and wakes nobody (a lost hint).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    Error,
+    Drop,
+}
+
+/// One queue's wake object: parked waiters and the latest notification's
+/// database time. It keeps no storage, so an evicted object is simply a
+/// fresh board (waiters re-check the database at least every `PARK_MAX_MS`).
+#[durable_object(fetch)]
+pub struct QueueWaker {
+    board: RefCell<Board<Waiting>>,
+    fault: Fault,
+}
+
+impl DurableObject for QueueWaker {
+    fn new(_state: State, env: Env) -> Self {
+        let fault = match env.var("MQLITE_WAKE_FAULT").map(|v| v.to_string()) {
+            Ok(v) if v == "error" => Fault::Error,
+            Ok(v) if v == "drop" => Fault::Drop,
+            _ => Fault::None,
+        };
+        QueueWaker {
+            board: RefCell::new(Board::default()),
+            fault,
+        }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        if self.fault == Fault::Error {
+            return Response::error("wake fault injected", 500);
+        }
+        let url = req.url()?;
+        let arg = |name: &str| {
+            url.query_pairs()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.parse::<i64>().ok())
+        };
+        match url.path() {
+            "/wait" => {
+                let (Some(since), Some(ms)) = (arg("since"), arg("ms")) else {
+                    return Response::error("since and ms are required", 400);
+                };
+                let (sender, woken) = oneshot::channel();
+                // The borrow ends before any await: calls interleave.
+                let parked = self.board.borrow_mut().park(since, Waiting(sender));
+                if parked.is_err() {
+                    return Response::ok("woken");
+                }
+                let ms = ms.clamp(0, PARK_MAX_MS as i64) as u64;
+                let timeout = worker::Delay::from(Duration::from_millis(ms));
+                match select(woken, pin!(timeout)).await {
+                    Either::Left((Ok(()), _)) => Response::ok("woken"),
+                    _ => Response::ok("timeout"),
+                }
+            }
+            "/notify" => {
+                let Some(at) = arg("at") else {
+                    return Response::error("at is required", 400);
+                };
+                if self.fault == Fault::Drop {
+                    return Response::ok("0");
+                }
+                let woken = self.board.borrow_mut().notify(at);
+                Response::ok(woken.to_string())
+            }
+            _ => Response::error("not found", 404),
+        }
+    }
+}
+
+/// The Worker's client of the wake objects.
+#[derive(Clone)]
+pub struct Waker {
+    namespace: ObjectNamespace,
+}
+
+impl Waker {
+    /// The binding, unless absent or turned off with `MQLITE_WAKE=off`.
+    pub fn from_env(env: &Env, switch: Option<String>) -> Option<Self> {
+        let off = switch.is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "off" | "false" | "0" | "no"
+            )
+        });
+        if off {
+            return None;
+        }
+        env.durable_object(BINDING)
+            .ok()
+            .map(|namespace| Waker { namespace })
+    }
+
+    /// Parks on `queue`'s object, bounded by `millis` plus a slack.
+    pub async fn park(&self, queue: &str, since_ms: i64, millis: u64) -> Parked {
+        let path = format!("/wait?since={since_ms}&ms={millis}");
+        match self.call(queue, &path, millis + PARK_SLACK_MS).await {
+            Some(answer) if answer == "woken" => Parked::Woken,
+            Some(answer) if answer == "timeout" => Parked::TimedOut,
+            _ => Parked::Failed,
+        }
+    }
+
+    /// Notifies `queue`'s object of a change committed at `at_ms`; answers
+    /// how many waiters were parked (`None`: the object failed).
+    pub async fn notify(&self, queue: &str, at_ms: i64) -> Option<u64> {
+        let answer = self
+            .call(queue, &format!("/notify?at={at_ms}"), NOTIFY_TIMEOUT_MS)
+            .await?;
+        answer.parse().ok()
+    }
+
+    /// One bounded call to `queue`'s object: its answer text on a 200.
+    async fn call(&self, queue: &str, path: &str, timeout_ms: u64) -> Option<String> {
+        let stub = self.namespace.get_by_name(queue).ok()?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post);
+        let request = Request::new_with_init(&format!("{ORIGIN}{path}"), &init).ok()?;
+        let exchange = async {
+            let mut response = stub.fetch_with_request(request).await.ok()?;
+            if response.status_code() != 200 {
+                return None;
+            }
+            response.text().await.ok()
+        };
+        let timeout = worker::Delay::from(Duration::from_millis(timeout_ms));
+        match select(pin!(exchange), pin!(timeout)).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(_) => None,
+        }
+    }
+}

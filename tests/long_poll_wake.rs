@@ -1,0 +1,452 @@
+//! Wake hints (docs/semantics.md#long-polling): the engine's signals (which
+//! committed changes report "claimable on a queue someone waits on") and the
+//! waiting schedule with a fake wake object, database requests counted.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mqlite_edge::engine::pgmq::PgmqRead;
+use mqlite_edge::engine::{
+    Clock, Effect, Effects, Engine, Limits, OutgoingMessage, Parked, QueueConfigInput,
+    ReceiveRequest, SendRequest, SettleRequest, Settlement, Waiter, PARK_MAX_MS,
+};
+use support::*;
+
+/// How the fake wake object answers a park.
+#[derive(Clone, Copy)]
+enum Answer {
+    TimedOut,
+    Failed,
+    /// Sends one message to the queue (another client, same database)
+    /// during the park, then wakes the waiter.
+    SendThenWake,
+}
+
+/// A virtual clock that jumps by every sleep and park, and a fake wake
+/// object that records each park.
+struct Hinted {
+    elapsed: AtomicU64,
+    answer: Answer,
+    parks: Mutex<Vec<(String, i64, u64)>>,
+    sender: Option<Engine<InProcess>>,
+}
+
+impl Hinted {
+    fn new(answer: Answer) -> Self {
+        Hinted {
+            elapsed: AtomicU64::new(0),
+            answer,
+            parks: Mutex::new(Vec::new()),
+            sender: None,
+        }
+    }
+
+    fn parks(&self) -> Vec<(String, i64, u64)> {
+        self.parks.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+}
+
+impl Waiter for Hinted {
+    fn elapsed_ms(&self) -> u64 {
+        self.elapsed.load(Ordering::SeqCst)
+    }
+
+    async fn sleep(&self, millis: u64) {
+        self.elapsed.fetch_add(millis, Ordering::SeqCst);
+    }
+
+    fn hints(&self) -> bool {
+        true
+    }
+
+    async fn park(&self, queue: &str, since_ms: i64, millis: u64) -> Parked {
+        if let Ok(mut parks) = self.parks.lock() {
+            parks.push((queue.to_owned(), since_ms, millis));
+        }
+        match self.answer {
+            Answer::TimedOut => {
+                self.elapsed.fetch_add(millis, Ordering::SeqCst);
+                Parked::TimedOut
+            }
+            Answer::Failed => Parked::Failed,
+            Answer::SendThenWake => {
+                self.elapsed.fetch_add(7, Ordering::SeqCst);
+                if let Some(sender) = &self.sender {
+                    sender.send(&one("q")).await.expect("send during the park");
+                }
+                Parked::Woken
+            }
+        }
+    }
+}
+
+fn one(queue: &str) -> SendRequest {
+    SendRequest {
+        queue: queue.into(),
+        messages: vec![OutgoingMessage {
+            body: b"m".to_vec(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn waiting(queue: &str, wait_time_ms: i64) -> ReceiveRequest {
+    ReceiveRequest {
+        queue: queue.into(),
+        max_messages: 1,
+        wait_time_ms,
+        ..Default::default()
+    }
+}
+
+/// Engine with a journal over a fresh database and manual clock, queues
+/// `q` and `idle` created.
+async fn journaled() -> (Harness, Engine<InProcess>, Arc<Effects>) {
+    let h = Harness::new();
+    let effects = Arc::new(Effects::default());
+    let engine = Engine::new(
+        InProcess {
+            db: h.temp.db.clone(),
+        },
+        h.clock.clone(),
+        Limits::default(),
+    )
+    .with_effects(effects.clone());
+    let config = QueueConfigInput {
+        lock_duration_ms: 10_000,
+        ..Default::default()
+    };
+    for name in ["q", "idle"] {
+        engine.create_queue(name, &config).await.expect("create");
+    }
+    effects.take();
+    (h, engine, effects)
+}
+
+/// The wake hints in the journal, oldest first, drained.
+fn claimable(effects: &Effects) -> Vec<(String, i64)> {
+    effects
+        .take()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Claimable { queue, at_ms } => Some((queue, at_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Parks once (the fake object times out at once), so `q` is marked as
+/// waited on; returns the database time the empty claim ran at.
+async fn park_once(engine: &Engine<InProcess>, queue: &str) -> i64 {
+    let waiter = Hinted::new(Answer::TimedOut);
+    let (got, _) = engine
+        .receive(&waiting(queue, 1), &waiter)
+        .await
+        .expect("wait");
+    assert!(got.is_empty());
+    let parks = waiter.parks();
+    assert_eq!(parks.len(), 1, "{parks:?}");
+    parks[0].1
+}
+
+#[tokio::test]
+async fn a_send_reports_a_wake_hint_only_for_a_queue_someone_waits_on() {
+    let (h, engine, effects) = journaled().await;
+    // Nobody waits yet: a send costs no hint.
+    engine.send(&one("q")).await.expect("send");
+    assert_eq!(claimable(&effects), vec![]);
+    // Drain it, then wait on q.
+    let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
+    assert_eq!(got.len(), 1);
+    let since = park_once(&engine, "q").await;
+    assert_eq!(since, h.now(), "the park carries the claim's database time");
+    effects.take();
+    h.advance(5);
+    engine.send(&one("q")).await.expect("send");
+    assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
+    // Another queue nobody waits on: still no hint.
+    engine.send(&one("idle")).await.expect("send");
+    assert_eq!(claimable(&effects), vec![]);
+    // A scheduled message is not claimable yet: no hint at send.
+    let mut later = one("q");
+    later.scheduled_enqueue_time_ms = h.now() + 10_000;
+    engine.send(&later).await.expect("schedule");
+    assert_eq!(claimable(&effects), vec![]);
+    // The mark lapses 30 s after the last waiting claim.
+    h.advance(30_000);
+    engine.send(&one("q")).await.expect("send");
+    assert_eq!(claimable(&effects), vec![]);
+}
+
+#[tokio::test]
+async fn a_waiter_without_hints_marks_nothing() {
+    let (h, engine, effects) = journaled().await;
+    let waiter = RealWaiter::start();
+    let (got, _) = engine
+        .receive(&waiting("q", 60), &waiter)
+        .await
+        .expect("wait");
+    assert!(got.is_empty());
+    h.advance(1);
+    engine.send(&one("q")).await.expect("send");
+    assert_eq!(
+        claimable(&effects),
+        vec![],
+        "no binding: senders pay nothing"
+    );
+}
+
+#[tokio::test]
+async fn abandon_lease_expiry_activation_and_redrive_report_hints() {
+    let (h, engine, effects) = journaled().await;
+    engine.send(&one("q")).await.expect("send");
+    let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
+    let m = got.first().expect("one message").clone();
+    park_once(&engine, "q").await;
+    effects.take();
+
+    // Abandon without delay: claimable again.
+    h.advance(1);
+    let settle = SettleRequest {
+        queue: "q".into(),
+        seq_number: m.seq_number,
+        lock_token: m.lock_token.clone().unwrap_or_default(),
+    };
+    engine
+        .settle(&settle, &Settlement::Abandon { delay_ms: 0 })
+        .await
+        .expect("abandon");
+    assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
+
+    // Abandon with a delay parks it as scheduled: no hint now...
+    let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
+    let m = got.first().expect("again").clone();
+    effects.take();
+    engine
+        .settle(
+            &SettleRequest {
+                queue: "q".into(),
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.clone().unwrap_or_default(),
+            },
+            &Settlement::Abandon { delay_ms: 1_000 },
+        )
+        .await
+        .expect("abandon later");
+    assert_eq!(claimable(&effects), vec![]);
+    // ...and its activation, observed by a later request, wakes the queue.
+    h.advance(1_000);
+    engine
+        .peek(&mqlite_edge::engine::PeekRequest {
+            queue: "q".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("peek");
+    assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
+
+    // A lease that expires, observed by a Receive, wakes the queue too.
+    let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
+    assert_eq!(got.len(), 1);
+    park_once(&engine, "q").await;
+    effects.take();
+    h.advance(10_000);
+    engine
+        .peek(&mqlite_edge::engine::PeekRequest {
+            queue: "q".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("peek");
+    assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
+}
+
+#[tokio::test]
+async fn a_redrive_reports_a_hint_for_its_destination() {
+    let (h, engine, effects) = journaled().await;
+    engine.send(&one("q")).await.expect("send");
+    let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
+    let m = got.first().expect("one").clone();
+    engine
+        .settle(
+            &SettleRequest {
+                queue: "q".into(),
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.clone().unwrap_or_default(),
+            },
+            &Settlement::Reject {
+                reason: String::new(),
+                description: String::new(),
+            },
+        )
+        .await
+        .expect("reject");
+    park_once(&engine, "idle").await;
+    effects.take();
+    h.advance(1);
+    let moved = engine
+        .redrive(
+            &mqlite_edge::engine::RedriveRequest {
+                queue: "q".into(),
+                target: "idle".into(),
+                ..Default::default()
+            },
+            &NoWait,
+        )
+        .await
+        .expect("redrive");
+    assert_eq!(moved, 1);
+    assert_eq!(claimable(&effects), vec![("idle".to_owned(), h.now())]);
+}
+
+#[tokio::test]
+async fn busy_waiters_rewrite_the_mark_at_most_every_five_seconds() {
+    let (h, engine, _effects) = journaled().await;
+    park_once(&engine, "q").await;
+    let first = waiters_until(&h, "q");
+    assert_eq!(first, h.now() + 30_000);
+    h.advance(4_000);
+    park_once(&engine, "q").await;
+    assert_eq!(waiters_until(&h, "q"), first, "not rewritten within 5 s");
+    h.advance(1_001);
+    park_once(&engine, "q").await;
+    assert_eq!(waiters_until(&h, "q"), h.now() + 30_000);
+}
+
+/// `queues.waiters_until` of `queue`, read straight from the database.
+fn waiters_until(h: &Harness, queue: &str) -> i64 {
+    let body = serde_json::json!({"requests": [{"type": "execute", "stmt": {
+        "sql": "SELECT waiters_until FROM queues WHERE name = ?",
+        "args": [{"type": "text", "value": queue}]}}]});
+    let reply = h.temp.db.pipeline(None, body.to_string().as_bytes());
+    let answer: serde_json::Value = serde_json::from_str(&reply.body).expect("json");
+    let value = &answer["results"][0]["response"]["result"]["rows"][0][0]["value"];
+    value
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("waiters_until")
+}
+
+#[tokio::test]
+async fn an_empty_20_s_wait_makes_five_claims_and_four_parks() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let waiter = Hinted::new(Answer::TimedOut);
+    let before = h.round_trips();
+    let (got, poll) = h
+        .engine
+        .receive(&waiting("q", 20_000), &waiter)
+        .await
+        .expect("wait");
+    assert!(got.is_empty());
+    assert_eq!(
+        waiter.elapsed_ms(),
+        20_000,
+        "the last claim is at the deadline"
+    );
+    assert_eq!(h.round_trips() - before, 5, "{poll:?}");
+    assert_eq!((poll.fetches, poll.parks), (5, 4));
+    let parks = waiter.parks();
+    assert!(
+        parks
+            .iter()
+            .all(|(q, _, ms)| q == "q" && *ms <= PARK_MAX_MS),
+        "{parks:?}"
+    );
+    assert!(
+        poll.fetches + poll.parks <= 10,
+        "≤ 10 subrequests: {poll:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_wake_object_falls_back_to_re_polling() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let waiter = Hinted::new(Answer::Failed);
+    let (got, poll) = h
+        .engine
+        .receive(&waiting("q", 20_000), &waiter)
+        .await
+        .expect("wait");
+    assert!(got.is_empty());
+    assert_eq!(
+        poll.parks, 1,
+        "one failed park, then plain re-polling: {poll:?}"
+    );
+    assert!(
+        poll.attempts >= 10,
+        "{poll:?} keeps polling through the wait"
+    );
+    assert!(poll.fetches + poll.parks <= 40, "{poll:?}");
+    assert_eq!(waiter.elapsed_ms(), 20_000);
+}
+
+#[tokio::test]
+async fn a_woken_waiter_claims_at_once() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let mut waiter = Hinted::new(Answer::SendThenWake);
+    waiter.sender = Some(Engine::new(
+        InProcess {
+            db: h.temp.db.clone(),
+        },
+        Clock::Manual(match &h.clock {
+            Clock::Manual(now) => now.clone(),
+            Clock::Database => unreachable!("the harness clock is manual"),
+        }),
+        Limits::default(),
+    ));
+    let before = h.round_trips();
+    let (got, poll) = h
+        .engine
+        .receive(&waiting("q", 20_000), &waiter)
+        .await
+        .expect("wait");
+    assert_eq!(got.len(), 1, "claimed right after the wake");
+    assert_eq!((poll.attempts, poll.parks), (2, 1), "{poll:?}");
+    assert_eq!(waiter.elapsed_ms(), 7, "no re-poll interval was waited");
+    // The waiter's two claims and the other client's send.
+    assert_eq!(h.round_trips() - before, 3);
+}
+
+#[tokio::test]
+async fn pgmq_read_poll_parks_on_the_same_hints() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let waiter = Hinted::new(Answer::TimedOut);
+    let before = h.round_trips();
+    let got = h
+        .engine
+        .pgmq_read(
+            &PgmqRead {
+                queue: "q".into(),
+                qty: 1,
+                vt_seconds: 30,
+                pop: false,
+                max_poll_ms: 20_000,
+                poll_interval_ms: 100,
+            },
+            &waiter,
+        )
+        .await
+        .expect("read-poll");
+    assert!(got.is_empty());
+    assert_eq!(h.round_trips() - before, 5);
+    assert_eq!(waiter.parks().len(), 4);
+}
