@@ -170,9 +170,10 @@ impl Waker {
             response.text().await.ok()
         };
         let timeout = worker::Delay::from(Duration::from_millis(timeout_ms));
-        match select(pin!(exchange), pin!(timeout)).await {
+        let answer = match select(pin!(exchange), pin!(timeout)).await {
             Either::Left((answer, _)) => answer,
             Either::Right(_) => None,
-        }
+        };
+        answer
     }
 }
