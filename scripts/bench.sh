@@ -5,6 +5,8 @@
 # Worker CPU under wrangler dev and plain workerd plus throughput side by side
 # with pgmq's reference HTTP adapter (mqlite-sidebyside; it installs Debian's
 # PostgreSQL and pgmq[fastapi] from PyPI when they are missing).
+# Then long-poll wake-up with and without the Durable Object wake hints
+# (mqlite-wake).
 # Extra arguments go to mqlite-bench, e.g. `make bench ARGS="--iterations 500"`;
 # SIDEBYSIDE_ARGS to mqlite-sidebyside, e.g. "--seconds 10 --requests 100".
 # With SQLD_BIN naming sqld, everything runs against sqld; without it, what
@@ -41,6 +43,10 @@ else
   log "SKIPPED database cost per RPC: it needs sqld's own figures (set SQLD_BIN, e.g. to the sqld that \`turso dev\` runs)"
 fi
 bounded target/release/mqlite-bench "$@"
+# Long-poll wake-up with and without the QueueWaker binding; WAKE_ARGS e.g.
+# "--waits 32 --sends 200".
+# shellcheck disable=SC2086 # WAKE_ARGS is a list of flags
+bounded target/release/mqlite-wake ${WAKE_ARGS:-}
 
 if [ -z "$sqld" ]; then
   log "SKIPPED Worker CPU per RPC and throughput against pgmq's adapter: they run mqlite-edge on sqld (set SQLD_BIN)"

@@ -450,3 +450,29 @@ async fn pgmq_read_poll_parks_on_the_same_hints() {
     assert_eq!(h.round_trips() - before, 5);
     assert_eq!(waiter.parks().len(), 4);
 }
+
+#[tokio::test]
+async fn a_pgmq_send_reports_a_hint_only_when_visible_at_once() {
+    let (h, engine, effects) = journaled().await;
+    park_once(&engine, "q").await;
+    effects.take();
+    h.advance(1);
+    let send = |delay| mqlite_edge::engine::pgmq::PgmqSend {
+        queue: "q".into(),
+        messages: vec![mqlite_edge::engine::pgmq::PgmqOutgoing {
+            message: "{}".into(),
+            headers: None,
+        }],
+        delay,
+    };
+    engine.pgmq_send(&send(None)).await.expect("send");
+    assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
+    engine.pgmq_send(&send(None)).await.expect("send");
+    assert_eq!(
+        claimable(&effects).len(),
+        1,
+        "every commit reports its own hint"
+    );
+    engine.send(&one("idle")).await.expect("send");
+    assert_eq!(claimable(&effects), vec![]);
+}

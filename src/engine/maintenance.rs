@@ -101,7 +101,7 @@ macro_rules! waiters {
         "coalesce((SELECT waiters_until FROM queues WHERE name = ?1) > {now}, 0), {now}"
     };
 }
-pub(super) use waiters;
+pub(in crate::engine) use waiters;
 const WAITERS: &str = waiters!();
 
 /// Every queue's housekeeping, in the same order.

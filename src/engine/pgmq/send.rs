@@ -32,8 +32,9 @@ const GROUP_FIFO: Statement =
 
 /// Inserts `?2`, a JSON array of `[message, headers]` texts, in order,
 /// visible at `coalesce(?4, now + ?3)` (scheduled while in the future) and
-/// with the queue's default TTL from then. Returns the new ids.
-pub(in crate::engine) const INSERT: Statement = crate::statement!(
+/// with the queue's default TTL from then. Returns the new ids, each with
+/// its state and whether the queue has waiters to wake (docs/semantics.md#long-polling).
+pub(in crate::engine) const INSERT: Statement = crate::statement!(concat!(
     "\
 INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, body, headers)
 SELECT ?1,
@@ -46,8 +47,9 @@ SELECT ?1,
   j.value ->> 1
 FROM json_each(?2) j JOIN queues q ON q.name = ?1
 ORDER BY CAST(j.key AS INTEGER)
-RETURNING id"
-);
+RETURNING id, state, ",
+    crate::engine::maintenance::waiters!()
+));
 
 impl<T: Transport> Engine<T> {
     /// Enqueues the messages; returns their ids in request order.
@@ -112,6 +114,12 @@ impl<T: Transport> Engine<T> {
         };
         let sent = ids(&committed, insert)?;
         self.note(queue, Event::Enqueued, sent.len() as u64);
+        let woken = committed.rows(insert).find(|row| {
+            row.text(1).is_ok_and(|s| s == "active") && row.int(2).is_ok_and(|w| w == 1)
+        });
+        if let Some(row) = woken {
+            self.note_claimable(queue, row.int(3)?);
+        }
         Ok(sent)
     }
 }
