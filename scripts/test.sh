@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: installs what is missing, checks formatting and lints, runs
 # the native unit and engine tests, builds the Worker, then runs the
-# end-to-end suite against wrangler dev (workerd) and the local libSQL server,
+# end-to-end suite against wrangler dev (workerd) and the local libSQL server
+# (its Durable Object wake hints included, after a `wrangler deploy --dry-run`),
 # and drives the admin console in headless Chromium against the same stack.
 # Then the fault runs (database SIGKILLed and restarted under load; slow and
 # cut answers through a fault proxy), a seeded fuzz of every route, and a
@@ -24,12 +25,23 @@ log "building the Worker and the local libSQL server"
 bash scripts/build-worker.sh
 cargo build --release --quiet -p mqlite-libsql || die "building mqlite-libsql failed"
 
+log "wrangler deploy --dry-run: the Worker, its Durable Object binding and migration validate"
+dry_out="$(mktemp -d)"
+dry_log="$(MQLITE_SKIP_BUILD=1 WRANGLER_SEND_METRICS=false \
+  "$WRANGLER_BIN" deploy --dry-run --outdir "$dry_out" 2>&1)" \
+  || die "wrangler deploy --dry-run failed: $dry_log"
+rm -rf "$dry_out"
+grep -q "MQLITE_WAKER (QueueWaker)" <<<"$dry_log" \
+  || die "wrangler deploy --dry-run did not list the QueueWaker binding: $dry_log"
+
 export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
   MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql" \
   MQLITE_E2E_SCHEMATHESIS="$SCHEMATHESIS_VENV/bin/st"
 
 log "end-to-end tests through workerd (local libSQL server)"
 cargo test -p mqlite-e2e --test e2e
+log "long-poll wake hints through workerd's Durable Objects (seeded; MQLITE_WAKE_SEED replays a run)"
+cargo test -p mqlite-e2e --test wake
 log "faults through workerd (local libSQL server): SIGKILL and restart, slow and cut answers"
 cargo test -p mqlite-e2e --test faults
 log "fuzz of every route through workerd (seeded; MQLITE_FUZZ_SEED replays a run)"
