@@ -63,7 +63,8 @@ impl<S: Slot> Board<S> {
     }
 
     /// Waiters parked now (abandoned slots not yet dropped included).
-    pub fn parked(&self) -> usize {
+    #[cfg(test)]
+    fn parked(&self) -> usize {
         self.parked.len()
     }
 }
