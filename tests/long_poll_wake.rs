@@ -31,6 +31,8 @@ struct Hinted {
     answer: Answer,
     parks: Mutex<Vec<(String, i64, u64)>>,
     sender: Option<Engine<InProcess>>,
+    /// A manual database clock that moves with the waiter's time.
+    clock: Option<Clock>,
 }
 
 impl Hinted {
@@ -40,6 +42,7 @@ impl Hinted {
             answer,
             parks: Mutex::new(Vec::new()),
             sender: None,
+            clock: None,
         }
     }
 
@@ -68,6 +71,9 @@ impl Waiter for Hinted {
         match self.answer {
             Answer::TimedOut => {
                 self.elapsed.fetch_add(millis, Ordering::SeqCst);
+                if let Some(clock) = &self.clock {
+                    clock.advance(millis as i64);
+                }
                 Parked::TimedOut
             }
             Answer::Failed => Parked::Failed,
@@ -475,4 +481,32 @@ async fn a_pgmq_send_reports_a_hint_only_when_visible_at_once() {
     );
     engine.send(&one("idle")).await.expect("send");
     assert_eq!(claimable(&effects), vec![]);
+}
+
+/// Nobody may be there to notify a schedule coming due: the waiter parks
+/// only until then, and its re-claim activates and claims it.
+#[tokio::test]
+async fn a_park_ends_when_a_schedule_comes_due() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let mut later = one("q");
+    later.scheduled_enqueue_time_ms = h.now() + 1_500;
+    h.engine.send(&later).await.expect("schedule");
+    let mut waiter = Hinted::new(Answer::TimedOut);
+    waiter.clock = Some(h.clock.clone());
+    let (got, poll) = h
+        .engine
+        .receive(&waiting("q", 20_000), &waiter)
+        .await
+        .expect("wait");
+    assert_eq!(got.len(), 1, "claimed when it came due: {poll:?}");
+    let parks = waiter.parks();
+    assert_eq!(parks.len(), 1, "{parks:?}");
+    assert!(
+        (1_500..=1_600).contains(&parks[0].2),
+        "parked until the activation, not a whole park: {parks:?}"
+    );
 }

@@ -392,3 +392,21 @@ fn wake_hint_statements_seek_the_queue_by_name() {
         assert_no_scan_of(name, &d, "queues");
     }
 }
+
+/// A claim's head reads the queue's next schedule and lease deadline from
+/// the heads of their partial indexes (docs/semantics.md#long-polling).
+#[test]
+fn the_claim_head_reads_the_next_due_times_from_index_heads() {
+    let d = plan(&receive::CLAIM_HEAD, vec![text("q"), text("")]);
+    assert_no_message_scan("claim head", &d);
+    for index in [
+        "messages_schedule_due (queue=? AND visible_at>?)",
+        "messages_lease_expiry (queue=? AND locked_until>?)",
+    ] {
+        assert_uses("claim head", &d, index);
+    }
+    assert!(
+        !d.iter().any(|l| l.contains("TEMP B-TREE")),
+        "claim head sorts:\n{d:#?}"
+    );
+}

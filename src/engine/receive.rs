@@ -213,13 +213,29 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
   messages.locked_until, messages.lock_token";
 
 /// The head of a claim: whether queue `?1` exists, the exact earlier
-/// answer of a live receive attempt `?2` (none for ''), and the database
-/// time the claim ran at (a waiter parks on the wake hint "since" then).
+/// answer of a live receive attempt `?2` (none for ''), the database time
+/// the claim ran at (a waiter parks on the wake hint "since" then), and the
+/// queue's next future schedule activation or lease deadline (none if
+/// neither), which no request may be there to observe and notify: a
+/// waiter parks no longer than that (docs/semantics.md#long-polling). Each
+/// is the head of a queue-leading partial index, as in the housekeeping gate.
 pub(super) const CLAIM_HEAD: Statement = crate::statement!(crate::schema_checked!(
     "(SELECT 1 FROM queues WHERE name = ?1),
   (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}),
-  {now}"
+  {now},
+  min(coalesce((SELECT visible_at FROM messages WHERE queue = ?1 AND state = 'scheduled'
+      AND visible_at > {now} ORDER BY visible_at LIMIT 1), 9223372036854775807),
+    coalesce((SELECT locked_until FROM messages WHERE queue = ?1 AND state = 'locked'
+      AND locked_until > {now} ORDER BY locked_until LIMIT 1), 9223372036854775807))"
 ));
+
+/// The database time and next due time a claim's head read.
+pub(super) fn head_times(committed: &Committed, head: StepId) -> Result<(i64, i64), EngineError> {
+    match committed.first_row(head) {
+        Some(row) => Ok((row.int(3)?, row.int(4)?)),
+        None => Ok((0, i64::MAX)),
+    }
+}
 
 /// How long one waiting claim keeps queue `?1` marked as waited on: past
 /// the longest wait (20 s) plus the longest park, so a waiter that
@@ -391,8 +407,12 @@ impl<T: Transport> Engine<T> {
         if !replayed {
             self.note_claimed(queue, &messages, delete);
         }
-        let now_ms = committed.first_row(head).map_or(Ok(0), |row| row.int(3))?;
-        Ok(Claimed { messages, now_ms })
+        let (now_ms, next_due_ms) = head_times(&committed, head)?;
+        Ok(Claimed {
+            messages,
+            now_ms,
+            next_due_ms,
+        })
     }
 
     /// Counts a fresh claim's deliveries (docs/semantics.md#observability); replays count nothing.

@@ -64,10 +64,17 @@ pub struct LongPoll {
     pub parks: u32,
 }
 
-/// One claim's answer: what it claimed and the database time it ran at.
+/// How long after a due time the re-claim comes, so its housekeeping finds
+/// the schedule or lease due (the Worker's timer and the database clock are
+/// different clocks).
+const DUE_SLACK_MS: u64 = 10;
+
+/// One claim's answer: what it claimed, the database time it ran at, and
+/// the queue's next schedule activation or lease deadline (`i64::MAX`: none).
 pub(super) struct Claimed<M> {
     pub messages: Vec<M>,
     pub now_ms: i64,
+    pub next_due_ms: i64,
 }
 
 /// The re-poll interval without hints: from `first`, growing by 8/5 up to
@@ -122,7 +129,12 @@ where
         // A park and the claim after it: spread the parks evenly, none
         // longer than PARK_MAX_MS, so the last claim falls on the deadline.
         if hints && requests_left >= 2 {
-            let park = remaining.div_ceil(remaining.div_ceil(PARK_MAX_MS));
+            // Nobody may be there to observe (and notify) a schedule or
+            // lease coming due: the waiter re-claims then itself.
+            let due = claimed.next_due_ms.saturating_sub(claimed.now_ms).max(0) as u64;
+            let park = remaining
+                .div_ceil(remaining.div_ceil(PARK_MAX_MS))
+                .min(due.saturating_add(DUE_SLACK_MS));
             poll.parks += 1;
             match waiter.park(queue, claimed.now_ms, park).await {
                 Parked::Woken | Parked::TimedOut => continue,

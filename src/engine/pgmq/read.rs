@@ -5,7 +5,8 @@ use const_format::str_replace;
 
 use super::{message_columns, messages, PgmqMessage};
 use crate::engine::receive::{
-    claim_tokens, mark_waiting, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED, STRICT_BLOCKED,
+    claim_tokens, head_times, mark_waiting, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED,
+    STRICT_BLOCKED,
 };
 use crate::engine::wait::{long_poll, Backoff, Claimed};
 use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
@@ -159,10 +160,11 @@ impl<T: Transport> Engine<T> {
             self.note(queue, Event::Delivered, n);
             self.note(queue, Event::Redelivered, again);
         }
-        let now_ms = committed.first_row(head).map_or(Ok(0), |row| row.int(3))?;
+        let (now_ms, next_due_ms) = head_times(&committed, head)?;
         Ok(Claimed {
             messages: claimed,
             now_ms,
+            next_due_ms,
         })
     }
 }
