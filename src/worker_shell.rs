@@ -114,9 +114,13 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     let request = http::Request {
         method: req.method().to_string(),
         // The query string rides along: the pgmq dialect reads `?unlogged`.
-        path: match req.url().ok().and_then(|u| u.query().map(str::to_owned)) {
-            Some(query) => format!("{}?{query}", req.path()),
-            None => req.path(),
+        // One parse of the URL (`Request::path` would parse it again).
+        path: match req.url() {
+            Ok(url) => match url.query() {
+                Some(query) => format!("{}?{query}", url.path()),
+                None => url.path().to_owned(),
+            },
+            Err(_) => req.path(),
         },
         headers: req.headers().entries().collect(),
     };
