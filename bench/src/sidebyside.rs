@@ -7,7 +7,9 @@
 //!    keep-alive connection; the CPU (utime + stime from `/proc`) of the
 //!    runtime's whole process tree before and after, split into workerd
 //!    processes and the rest (wrangler's Node), per request and above the
-//!    no-op `GET /healthz`; latency p50 / p99 of the same requests.
+//!    no-op `GET /healthz`; latency p50 / p99 of the same requests. The
+//!    Peek of an empty queue (one database fetch, nothing to process) is
+//!    the floor every RPC pays for its round trip.
 //! 2. Throughput, `--clients` concurrent clients for `--seconds` each:
 //!    send → receive → complete cycles/s (1 message each) and batch-64 sends
 //!    (messages/s), against pgmq's adapter (`PGMQ_URL`; its send / read /
@@ -270,11 +272,12 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) -> Result<(), String> {
             Some(body),
         )
     };
-    let (one, batch) = (
+    let (one, batch, empty) = (
         format!("cpu-{}", runtime.pid),
         format!("cpu64-{}", runtime.pid),
+        format!("cpu-empty-{}", runtime.pid),
     );
-    for queue in [&one, &batch] {
+    for queue in [&one, &batch, &empty] {
         rpc(
             "AdminService/CreateQueue",
             &json!({"name":queue,"config":{}}),
@@ -332,6 +335,11 @@ fn cpu_per_rpc(runtime: &Runtime, token: &str, n: usize) -> Result<(), String> {
     let healthz = format!("{}/healthz", runtime.base);
     row("no-op GET /healthz", &mut |_| {
         call(&agent, "GET", &healthz, None, None).map(drop)
+    })?;
+    // The floor of any RPC: one database fetch and nothing to do with its
+    // answer (an empty queue's Peek); what an RPC costs above it is ours.
+    row("Peek, empty queue", &mut |_| {
+        rpc("QueueService/Peek", &json!({"queue":empty})).map(drop)
     })?;
     row("Send 1", &mut |i| {
         let body = json!({"queue":one,"messages":[message(i)]});
