@@ -397,7 +397,13 @@ fn wake_hint_statements_seek_the_queue_by_name() {
 /// the heads of their partial indexes (docs/semantics.md#long-polling).
 #[test]
 fn the_claim_head_reads_the_next_due_times_from_index_heads() {
-    let d = plan(&receive::CLAIM_HEAD, vec![text("q"), text("")]);
+    let plain = plan(&receive::CLAIM_HEAD, vec![text("q"), text("")]);
+    assert_no_message_scan("claim head", &plain);
+    assert!(
+        !plain.iter().any(|l| l.contains("messages")),
+        "a claim that will not park reads no message index:\n{plain:#?}"
+    );
+    let d = plan(&receive::WAITING_CLAIM_HEAD, vec![text("q"), text("")]);
     assert_no_message_scan("claim head", &d);
     for index in [
         "messages_schedule_due (queue=? AND visible_at>?)",

@@ -214,20 +214,43 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
 
 /// The head of a claim: whether queue `?1` exists, the exact earlier
 /// answer of a live receive attempt `?2` (none for ''), the database time
-/// the claim ran at (a waiter parks on the wake hint "since" then), and the
+/// the claim ran at (a waiter parks on the wake hint "since" then), and
+/// the next due time a waiter may park until (see [`WAITING_CLAIM_HEAD`]).
+macro_rules! claim_head {
+    ($next_due:expr) => {
+        crate::statement!(crate::schema_checked!(concat!(
+            "(SELECT 1 FROM queues WHERE name = ?1),
+  (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}),
+  {now}, ",
+            $next_due
+        )))
+    };
+}
+
+/// The head of a claim that will not park on wake hints: no next due time
+/// (`i64::MAX`), so an empty poll reads only the queue and attempt rows.
+pub(super) const CLAIM_HEAD: Statement = claim_head!("9223372036854775807");
+
+/// The head of a waiting claim that may park on wake hints: also the
 /// queue's next future schedule activation or lease deadline (none if
-/// neither), which no request may be there to observe and notify: a
+/// neither), which no request may be there to observe and notify, so the
 /// waiter parks no longer than that (docs/semantics.md#long-polling). Each
 /// is the head of a queue-leading partial index, as in the housekeeping gate.
-pub(super) const CLAIM_HEAD: Statement = crate::statement!(crate::schema_checked!(
-    "(SELECT 1 FROM queues WHERE name = ?1),
-  (SELECT response FROM receive_attempts WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}),
-  {now},
-  min(coalesce((SELECT visible_at FROM messages WHERE queue = ?1 AND state = 'scheduled'
+pub(super) const WAITING_CLAIM_HEAD: Statement = claim_head!(
+    "min(coalesce((SELECT visible_at FROM messages WHERE queue = ?1 AND state = 'scheduled'
       AND visible_at > {now} ORDER BY visible_at LIMIT 1), 9223372036854775807),
     coalesce((SELECT locked_until FROM messages WHERE queue = ?1 AND state = 'locked'
       AND locked_until > {now} ORDER BY locked_until LIMIT 1), 9223372036854775807))"
-));
+);
+
+/// The head for a claim: [`WAITING_CLAIM_HEAD`] only when it may park.
+pub(super) fn claim_head(may_park: bool) -> &'static Statement {
+    if may_park {
+        &WAITING_CLAIM_HEAD
+    } else {
+        &CLAIM_HEAD
+    }
+}
 
 /// The database time and next due time a claim's head read.
 pub(super) fn head_times(committed: &Committed, head: StepId) -> Result<(i64, i64), EngineError> {
@@ -346,7 +369,7 @@ impl<T: Transport> Engine<T> {
 
         let attempt = request.attempt_id.as_str();
         let mut program = Program::write();
-        let head = program.head(&CLAIM_HEAD, vec![queue.into(), attempt.into()]);
+        let head = program.head(claim_head(mark), vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         let take_one = max == 1 && delete && attempt.is_empty();
         let claim = if take_one {

@@ -5,7 +5,7 @@ use const_format::str_replace;
 
 use super::{message_columns, messages, PgmqMessage};
 use crate::engine::receive::{
-    claim_tokens, head_times, mark_waiting, CLAIM_HEAD, CLAIM_TEMPLATE, GROUP_BLOCKED,
+    claim_head, claim_tokens, head_times, mark_waiting, CLAIM_TEMPLATE, GROUP_BLOCKED,
     STRICT_BLOCKED,
 };
 use crate::engine::wait::{long_poll, Backoff, Claimed};
@@ -124,7 +124,7 @@ impl<T: Transport> Engine<T> {
         let queue = request.queue.as_str();
         let tokens = claim_tokens(request.qty.max(0) as usize)?;
         let mut program = Program::write();
-        let head = program.head(&CLAIM_HEAD, vec![queue.into(), "".into()]);
+        let head = program.head(claim_head(mark), vec![queue.into(), "".into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         let claim = program.step(
             &CLAIM,
