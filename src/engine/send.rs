@@ -190,13 +190,15 @@ const OUTCOME_WAITERS: i64 = 3;
 /// (contiguous: one writer, one statement), so they are one rowid range;
 /// one write per queue and request instead of one per message. It must
 /// run right after the insert, before any other write changes
-/// `changes()`.
+/// `changes()`. The unary `+` keeps SQLite from counting through the
+/// queue's index, which would read the queue's whole backlog on every Send
+/// (measured: 64 more rows per Send 64 of a growing queue).
 pub(super) const COUNT_SENT: Statement = crate::statement!(
     "\
 UPDATE queues SET sent_total = sent_total + (
   SELECT count(*) FROM messages m
   WHERE m.id > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()
-    AND m.queue = queues.name)
+    AND +m.queue = queues.name)
 WHERE changes() > 0 AND name IN (
   SELECT m.queue FROM messages m
   WHERE m.id > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes())"
