@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use mqlite_edge::engine::pgmq::PgmqRead;
 use mqlite_edge::engine::{
     Clock, Effect, Effects, Engine, Limits, OutgoingMessage, Parked, QueueConfigInput,
-    ReceiveRequest, SendRequest, SettleRequest, Settlement, Waiter, PARK_MAX_MS,
+    ReceiveRequest, ReceivedMessage, SendRequest, SettleRequest, Settlement, Waiter, PARK_MAX_MS,
 };
 use support::*;
 
@@ -158,6 +158,27 @@ async fn park_once(engine: &Engine<InProcess>, queue: &str) -> i64 {
     parks[0].1
 }
 
+/// Settles `m` of queue `q` as `how`.
+async fn settle(engine: &Engine<InProcess>, m: &ReceivedMessage, how: Settlement, what: &str) {
+    let request = SettleRequest {
+        queue: "q".into(),
+        seq_number: m.seq_number,
+        lock_token: m.lock_token.clone().unwrap_or_default(),
+    };
+    engine.settle(&request, &how).await.expect(what);
+}
+
+/// A Peek of queue `q`: a request whose housekeeping observes due rows.
+async fn peek(engine: &Engine<InProcess>, queue: &str) {
+    engine
+        .peek(&mqlite_edge::engine::PeekRequest {
+            queue: queue.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("peek");
+}
+
 #[tokio::test]
 async fn a_send_reports_a_wake_hint_only_for_a_queue_someone_waits_on() {
     let (h, engine, effects) = journaled().await;
@@ -216,42 +237,24 @@ async fn abandon_lease_expiry_activation_and_redrive_report_hints() {
 
     // Abandon without delay: claimable again.
     h.advance(1);
-    let settle = SettleRequest {
-        queue: "q".into(),
-        seq_number: m.seq_number,
-        lock_token: m.lock_token.clone().unwrap_or_default(),
-    };
-    engine
-        .settle(&settle, &Settlement::Abandon { delay_ms: 0 })
-        .await
-        .expect("abandon");
+    settle(&engine, &m, Settlement::Abandon { delay_ms: 0 }, "abandon").await;
     assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
 
     // Abandon with a delay parks it as scheduled: no hint now...
     let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
     let m = got.first().expect("again").clone();
     effects.take();
-    engine
-        .settle(
-            &SettleRequest {
-                queue: "q".into(),
-                seq_number: m.seq_number,
-                lock_token: m.lock_token.clone().unwrap_or_default(),
-            },
-            &Settlement::Abandon { delay_ms: 1_000 },
-        )
-        .await
-        .expect("abandon later");
+    settle(
+        &engine,
+        &m,
+        Settlement::Abandon { delay_ms: 1_000 },
+        "abandon later",
+    )
+    .await;
     assert_eq!(claimable(&effects), vec![]);
     // ...and its activation, observed by a later request, wakes the queue.
     h.advance(1_000);
-    engine
-        .peek(&mqlite_edge::engine::PeekRequest {
-            queue: "q".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("peek");
+    peek(&engine, "q").await;
     assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
 
     // A lease that expires, observed by a Receive, wakes the queue too.
@@ -260,13 +263,7 @@ async fn abandon_lease_expiry_activation_and_redrive_report_hints() {
     park_once(&engine, "q").await;
     effects.take();
     h.advance(10_000);
-    engine
-        .peek(&mqlite_edge::engine::PeekRequest {
-            queue: "q".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("peek");
+    peek(&engine, "q").await;
     assert_eq!(claimable(&effects), vec![("q".to_owned(), h.now())]);
 }
 
@@ -276,20 +273,16 @@ async fn a_redrive_reports_a_hint_for_its_destination() {
     engine.send(&one("q")).await.expect("send");
     let (got, _) = engine.receive(&waiting("q", 0), &NoWait).await.expect("rx");
     let m = got.first().expect("one").clone();
-    engine
-        .settle(
-            &SettleRequest {
-                queue: "q".into(),
-                seq_number: m.seq_number,
-                lock_token: m.lock_token.clone().unwrap_or_default(),
-            },
-            &Settlement::Reject {
-                reason: String::new(),
-                description: String::new(),
-            },
-        )
-        .await
-        .expect("reject");
+    settle(
+        &engine,
+        &m,
+        Settlement::Reject {
+            reason: String::new(),
+            description: String::new(),
+        },
+        "reject",
+    )
+    .await;
     park_once(&engine, "idle").await;
     effects.take();
     h.advance(1);
