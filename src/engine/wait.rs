@@ -121,8 +121,8 @@ where
         if !claimed.messages.is_empty() || elapsed >= wait_ms {
             return Ok((claimed.messages, poll));
         }
-        let remaining = wait_ms - elapsed;
-        let requests_left = u64::from(cap.saturating_sub(poll.fetches + poll.parks));
+        let mut remaining = wait_ms - elapsed;
+        let mut requests_left = u64::from(cap.saturating_sub(poll.fetches + poll.parks));
         if requests_left == 0 {
             return Ok((claimed.messages, poll));
         }
@@ -138,22 +138,19 @@ where
             poll.parks += 1;
             match waiter.park(queue, claimed.now_ms, park).await {
                 Parked::Woken | Parked::TimedOut => continue,
-                // Plain re-polling for the rest of this request.
+                // Plain re-polling for the rest of this request, from
+                // wherever the failed park left the clock and the budget.
                 Parked::Failed => hints = false,
             }
             let elapsed = waiter.elapsed_ms();
             if elapsed >= wait_ms {
                 continue;
             }
-            let requests_left = u64::from(cap.saturating_sub(poll.fetches + poll.parks));
+            remaining = wait_ms - elapsed;
+            requests_left = u64::from(cap.saturating_sub(poll.fetches + poll.parks));
             if requests_left == 0 {
                 return Ok((claimed.messages, poll));
             }
-            waiter
-                .sleep(pause(wait_ms - elapsed, requests_left, delay))
-                .await;
-            delay = (delay * 8 / 5).min(backoff.max);
-            continue;
         }
         waiter.sleep(pause(remaining, requests_left, delay)).await;
         delay = (delay * 8 / 5).min(backoff.max);
