@@ -85,6 +85,13 @@ fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String
     Ok((config?, database?))
 }
 
+/// Whether wake hints are on (`MQLITE_WAKE`), read on the isolate's first
+/// request like the rest of the configuration.
+fn wake_switch(env: &Env) -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| waker::switched_on(binding(env, "MQLITE_WAKE")))
+}
+
 /// The cron trigger: one maintenance pass over every queue (idle queues
 /// converge, janitors, DLQ retention). Requests never depend on it.
 #[event(scheduled)]
@@ -109,7 +116,7 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    let waker = Waker::from_env(&env, binding(&env, "MQLITE_WAKE"));
+    let waker = Waker::from_env(&env, wake_switch(&env));
     let waiter = WorkerWaiter::start(waker.clone());
     let isolate = isolate();
     let setup = setup(&isolate, &env);
@@ -191,8 +198,9 @@ impl http::Body for WorkerBody<'_> {
         }
         // A small body with a declared length is read in one call: the
         // stream's reader costs a promise per chunk and, when released, a
-        // TypeError with a captured stack (about 0.2 ms of CPU per request,
-        // measured with perf on workerd), which only large bodies repay.
+        // TypeError with a captured stack (3-5 % of a small RPC's CPU in a
+        // perf profile of workerd, docs/bench.md), which only large bodies
+        // repay.
         if self
             .content_length
             .is_some_and(|n| n <= ONE_CALL_BODY_BYTES)

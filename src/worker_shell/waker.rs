@@ -114,6 +114,16 @@ impl DurableObject for QueueWaker {
     }
 }
 
+/// Whether the `MQLITE_WAKE` value leaves wake hints on (unset: on).
+pub fn switched_on(switch: Option<String>) -> bool {
+    !switch.is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "false" | "0" | "no"
+        )
+    })
+}
+
 /// The Worker's client of the wake objects.
 #[derive(Clone)]
 pub struct Waker {
@@ -121,15 +131,9 @@ pub struct Waker {
 }
 
 impl Waker {
-    /// The binding, unless absent or turned off with `MQLITE_WAKE=off`.
-    pub fn from_env(env: &Env, switch: Option<String>) -> Option<Self> {
-        let off = switch.is_some_and(|v| {
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "off" | "false" | "0" | "no"
-            )
-        });
-        if off {
+    /// The binding, unless absent or `on` is false (`MQLITE_WAKE=off`).
+    pub fn from_env(env: &Env, on: bool) -> Option<Self> {
+        if !on {
             return None;
         }
         env.durable_object(BINDING)
