@@ -5,7 +5,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
@@ -29,6 +28,8 @@ const PIPELINE_SLACK: usize = 64 * 1024;
 /// Bodies up to this size are read with one `arrayBuffer()` call; larger
 /// ones are streamed into one buffer (see [`WorkerBody::read`]).
 const ONE_CALL_BODY_BYTES: usize = 64 * 1024;
+/// The one JS buffer a large request body is read through.
+const READ_CHUNK_BYTES: u32 = 64 * 1024;
 
 /// Default bound on one database request.
 const DEFAULT_DB_TIMEOUT_MS: u64 = 10_000;
@@ -220,17 +221,42 @@ impl http::Body for WorkerBody<'_> {
         // never shrinks) by another request's worth.
         let declared = self.content_length.unwrap_or(0);
         let mut bytes = Vec::with_capacity(declared + declared / 64 + PIPELINE_SLACK);
-        let Ok(mut stream) = self.request.stream() else {
-            // No body at all (the only way a fresh request has no stream).
+        let Some(stream) = self.request.inner().body() else {
+            // No body at all.
             return Ok(bytes);
         };
-        while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|e| ApiError::invalid(format!("unreadable request body: {e}")))?;
-            if bytes.len() + chunk.len() > cap {
+        let unreadable =
+            |e: JsValue| ApiError::invalid(format!("unreadable request body: {}", describe(&e)));
+        // A BYOB reader fills one JS buffer over and over: a default
+        // reader hands out a fresh ArrayBuffer per chunk, which stays
+        // garbage until the next GC, so a 32 MiB request would hold a
+        // second 32 MiB in the JS heap beside its wasm copy (measured:
+        // 4.1x the request in RSS growth, 3.1x with this reader).
+        let reader = web_sys::ReadableStreamByobReader::new(&stream).map_err(unreadable)?;
+        let mut view = js_sys::Uint8Array::new_with_length(READ_CHUNK_BYTES);
+        loop {
+            let result: web_sys::ReadableStreamReadResult =
+                JsFuture::from(reader.read_with_array_buffer_view(&view))
+                    .await
+                    .map_err(unreadable)?
+                    .unchecked_into();
+            if result.get_done().unwrap_or(true) {
+                break;
+            }
+            let filled: js_sys::Uint8Array = result.get_value().unchecked_into();
+            let n = filled.length() as usize;
+            if bytes.len() + n > cap {
                 return Err(body_too_large(cap));
             }
-            bytes.extend_from_slice(&chunk);
+            let start = bytes.len();
+            bytes.resize(start + n, 0);
+            filled.copy_to(&mut bytes[start..]);
+            // The read transferred the buffer into `filled`: read into it again.
+            view = js_sys::Uint8Array::new_with_byte_offset_and_length(
+                &filled.buffer(),
+                0,
+                READ_CHUNK_BYTES,
+            );
         }
         Ok(bytes)
     }

@@ -197,6 +197,22 @@ impl Stack {
     }
 
     pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
+        self.exchange(method, path, token, |request| request.send_bytes(body))
+    }
+
+    /// Like [`Stack::raw`], with the body sent chunked: no Content-Length,
+    /// so the Worker learns its size only by reading it.
+    pub fn raw_chunked(&self, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
+        self.exchange("POST", path, token, |request| request.send(body))
+    }
+
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        send: impl FnOnce(ureq::Request) -> Result<ureq::Response, ureq::Error>,
+    ) -> Reply {
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(60))
             .build();
@@ -204,7 +220,7 @@ impl Stack {
         if let Some(token) = token {
             request = request.set("Authorization", &format!("Bearer {token}"));
         }
-        let response = match request.send_bytes(body) {
+        let response = match send(request) {
             Ok(r) | Err(ureq::Error::Status(_, r)) => r,
             Err(e) => {
                 return Reply {
