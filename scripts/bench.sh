@@ -2,7 +2,8 @@
 # `make bench`: builds everything and prints, per RPC, what it costs the
 # database (mqlite-dbcost: statements, rows read and written, execution time,
 # from sqld's own answers), latency through wrangler dev (mqlite-bench), and
-# Worker CPU under wrangler dev and plain workerd plus throughput side by side
+# peak memory of a large Send and Worker CPU under wrangler dev and plain
+# workerd, plus throughput side by side
 # with pgmq's reference HTTP adapter (mqlite-sidebyside; it installs Debian's
 # PostgreSQL and pgmq[fastapi] from PyPI when they are missing).
 # Then long-poll wake-up with and without the Durable Object wake hints

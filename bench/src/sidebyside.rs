@@ -3,6 +3,8 @@
 //! with pgmq's reference HTTP adapter — all in one run, so the ratios hold
 //! on a shared, noisy machine.
 //!
+//! 0. Peak memory of one Send under each runtime (`memory.rs`): a Send of
+//!    1 MiB bodies up to the 32 MiB cap and one of 10,000 empty messages.
 //! 1. Worker CPU per RPC: `--requests` sequential requests per RPC over one
 //!    keep-alive connection; the CPU (utime + stime from `/proc`) of the
 //!    runtime's whole process tree before and after, split into workerd
@@ -30,6 +32,7 @@ use std::time::{Duration, Instant};
 use mqlite_e2e::{b64, Stack, StackOptions, Tools};
 use serde_json::{json, Value};
 
+mod memory;
 mod sqld;
 mod workerd;
 use sqld::Sqld;
@@ -97,6 +100,14 @@ fn run(settings: &Settings) -> Result<(), String> {
         },
     ];
 
+    // First, while both Workers are fresh.
+    memory::print_header();
+    memory::print_peak_per_send("wrangler dev", &stack.base, &stack.token, &|| {
+        stack.workerd_pids()
+    })?;
+    memory::print_peak_per_send("plain workerd", &plain.base, &stack.token, &|| {
+        vec![plain.pid()]
+    })?;
     for runtime in &runtimes {
         cpu_per_rpc(runtime, &stack.token, settings.requests)?;
     }

@@ -197,50 +197,23 @@ impl Stack {
     }
 
     pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
-        self.exchange(method, path, token, |request| request.send_bytes(body))
+        reply(self.request(method, path, token).send_bytes(body))
     }
 
     /// Like [`Stack::raw`], with the body sent chunked: no Content-Length,
     /// so the Worker learns its size only by reading it.
     pub fn raw_chunked(&self, path: &str, token: Option<&str>, body: &[u8]) -> Reply {
-        self.exchange("POST", path, token, |request| request.send(body))
+        reply(self.request("POST", path, token).send(body))
     }
 
-    fn exchange(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        send: impl FnOnce(ureq::Request) -> Result<ureq::Response, ureq::Error>,
-    ) -> Reply {
+    fn request(&self, method: &str, path: &str, token: Option<&str>) -> ureq::Request {
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(60))
             .build();
-        let mut request = agent.request(method, &format!("{}{path}", self.base));
-        if let Some(token) = token {
-            request = request.set("Authorization", &format!("Bearer {token}"));
-        }
-        let response = match send(request) {
-            Ok(r) | Err(ureq::Error::Status(_, r)) => r,
-            Err(e) => {
-                return Reply {
-                    status: 0,
-                    text: e.to_string(),
-                    headers: vec![],
-                }
-            }
-        };
-        let status = response.status();
-        let headers = response
-            .headers_names()
-            .into_iter()
-            .filter_map(|n| response.header(&n).map(|v| (n.clone(), v.to_owned())))
-            .collect();
-        let text = response.into_string().unwrap_or_default();
-        Reply {
-            status,
-            text,
-            headers,
+        let request = agent.request(method, &format!("{}{path}", self.base));
+        match token {
+            Some(token) => request.set("Authorization", &format!("Bearer {token}")),
+            None => request,
         }
     }
 
@@ -332,6 +305,32 @@ impl Stack {
             .and_then(|r| r.into_json::<Value>().ok())
             .and_then(|v| v["pipeline_requests"].as_u64())
             .unwrap_or(0)
+    }
+}
+
+/// The status, headers and text of an answer (a transport error is status 0).
+fn reply(result: Result<ureq::Response, ureq::Error>) -> Reply {
+    let response = match result {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => {
+            return Reply {
+                status: 0,
+                text: e.to_string(),
+                headers: vec![],
+            }
+        }
+    };
+    let status = response.status();
+    let headers = response
+        .headers_names()
+        .into_iter()
+        .filter_map(|n| response.header(&n).map(|v| (n.clone(), v.to_owned())))
+        .collect();
+    let text = response.into_string().unwrap_or_default();
+    Reply {
+        status,
+        text,
+        headers,
     }
 }
 
