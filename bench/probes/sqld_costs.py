@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Where sqld's time per request goes, measured on sqld itself (docs/bench.md,
+"Where a request's CPU and the database's time go").
+
+Usage: SQLD_BIN=/path/to/sqld python3 bench/probes/sqld_costs.py [N]
+(after `bash scripts/build-worker.sh`, which writes build/index_bg.wasm).
+
+1. sqld's CPU per Hrana pipeline (utime + stime of the sqld process over N
+   pipelines on one keep-alive connection) on a fresh stream per pipeline
+   (what the Worker sends: `baton: null` ... `close`) and on one stream
+   reused through its baton; empty, `SELECT 1`, and a one-row write
+   transaction.
+2. Whether an idle reused stream holds a connection: with
+   `--max-concurrent-connections 1`, a fresh stream opened while another
+   stream sits idle (the reason the Worker does not pool streams).
+3. Preparing against executing the engine's Send statement: its
+   `query_duration_ms` with no message to insert (preparing it, plus a
+   statement that does nothing) against inserting one. The statement text is
+   read from the built Worker, so it is exactly what production sends.
+"""
+import glob
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_sqld():
+    sqld = os.environ.get("SQLD_BIN")
+    if not sqld:
+        sys.exit("SQLD_BIN must name the sqld binary")
+    port = free_port()
+    path = tempfile.mkdtemp(prefix="mqlite-sqld-costs-")
+    proc = subprocess.Popen(
+        [sqld, "--db-path", os.path.join(path, "db"), "--http-listen-addr",
+         f"127.0.0.1:{port}", "--no-welcome", "--max-concurrent-connections", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/health")
+            c.getresponse().read()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("sqld did not start")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Client:
+    def __init__(self, port, timeout=30):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def pipeline(self, requests, baton=None):
+        body = json.dumps({"baton": baton, "requests": requests})
+        self.conn.request("POST", "/v2/pipeline", body, {"Content-Type": "application/json"})
+        reply = self.conn.getresponse()
+        return reply.status, reply.read()
+
+
+def execute(sql, args=()):
+    return {"type": "execute", "stmt": {"sql": sql, "args": list(args)}}
+
+
+CLOSE = {"type": "close"}
+
+
+def text(v):
+    return {"type": "text", "value": v}
+
+
+def integer(v):
+    return {"type": "integer", "value": str(v)}
+
+
+NULL = {"type": "null"}
+
+
+def statements(path):
+    """The statements of a migration file (triggers kept whole)."""
+    out, current, in_trigger = [], [], False
+    for line in open(path):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        current.append(line)
+        if stripped.upper().startswith("CREATE TRIGGER"):
+            in_trigger = True
+        if (in_trigger and stripped.upper().startswith("END;")) or (
+                not in_trigger and stripped.endswith(";")):
+            out.append("".join(current))
+            current, in_trigger = [], False
+    return out
+
+
+def send_statement():
+    """The engine's Send statement, as the built Worker carries it."""
+    wasm = open(os.path.join(ROOT, "build", "index_bg.wasm"), "rb").read()
+    start = wasm.find(b"INSERT INTO messages (queue, state, visible_at, enqueued_at")
+    while start >= 0:
+        end = wasm.find(b"RETURNING id", start)
+        candidate = wasm[start:end + len(b"RETURNING id")]
+        if end > 0 and b"SELECT cp.queue" in candidate and b"\x00" not in candidate:
+            return candidate.decode()
+        start = wasm.find(b"INSERT INTO messages (queue, state", start + 1)
+    sys.exit("the Send statement is not in build/index_bg.wasm: run scripts/build-worker.sh")
+
+
+def stream_costs(port, pid):
+    client = Client(port)
+    client.pipeline([execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"), CLOSE])
+    write = [execute("BEGIN IMMEDIATE"), execute("INSERT INTO t (v) VALUES ('x')"),
+             execute("COMMIT")]
+    print(f"1. sqld CPU per pipeline, {N} pipelines each (ms)")
+    print(f"   {'pipeline':<20} {'fresh stream':>14} {'reused stream':>14}")
+    for name, requests in [("empty", []), ("SELECT 1", [execute("SELECT 1")]),
+                           ("one-row write", write)]:
+        before = cpu_seconds(pid)
+        for _ in range(N):
+            client.pipeline(requests + [CLOSE])
+        fresh = (cpu_seconds(pid) - before) / N * 1000
+        _, body = client.pipeline([])
+        baton = json.loads(body)["baton"]
+        before = cpu_seconds(pid)
+        for _ in range(N):
+            _, body = client.pipeline(requests, baton)
+            baton = json.loads(body)["baton"]
+        reused = (cpu_seconds(pid) - before) / N * 1000
+        client.pipeline([CLOSE], baton)
+        print(f"   {name:<20} {fresh:>14.3f} {reused:>14.3f}")
+
+
+def idle_stream_holds_a_connection(port):
+    _, body = Client(port).pipeline([execute("SELECT 1")])
+    baton = json.loads(body)["baton"]
+    started = time.time()
+    status, body = Client(port).pipeline([execute("SELECT 1"), CLOSE])
+    waited = time.time() - started
+    Client(port).pipeline([CLOSE], baton)
+    print("2. a fresh stream while another sits idle (--max-concurrent-connections 1): "
+          f"HTTP {status} after {waited:.2f} s {body[:80]!r}")
+
+
+def prepare_share(port):
+    client = Client(port)
+    for path in sorted(glob.glob(os.path.join(ROOT, "migrations", "*.sql"))):
+        for sql in statements(path):
+            client.pipeline([execute(sql), CLOSE])
+    client.pipeline([execute(
+        "INSERT INTO queues (name, generation, created_at, updated_at) VALUES ('q', 'g', 0, 0)"),
+        CLOSE])
+    sql = send_statement()
+    blob = {"type": "blob", "base64": "aGk="}
+
+    def args(copies):
+        return ([text("q"), text("0:0"), text(json.dumps(copies)), text('["q"]'),
+                 integer(0), integer(0), blob] + [NULL] * 16)
+
+    one = [["q", "k", "h", None, None, None, None, None, None, None, 0, 2, 1, 0]]
+    print("3. the Send statement on sqld, median query_duration_ms of "
+          f"{N} fresh-stream runs (rows written)")
+    for name, copies in [("no message (prepare)", []), ("one message", one)]:
+        durations, written = [], None
+        for _ in range(N):
+            _, body = client.pipeline([execute("BEGIN IMMEDIATE"), execute(sql, args(copies)),
+                                       execute("ROLLBACK"), CLOSE])
+            result = json.loads(body)["results"][1]
+            if result["type"] != "ok":
+                sys.exit(f"the Send statement failed: {result}")
+            durations.append(result["response"]["result"]["query_duration_ms"])
+            written = result["response"]["result"].get("rows_written")
+        print(f"   {name:<22} {statistics.median(durations):.3f} ms ({written})")
+
+
+def main():
+    proc, port = start_sqld()
+    try:
+        stream_costs(port, proc.pid)
+        idle_stream_holds_a_connection(port)
+        prepare_share(port)
+    finally:
+        proc.kill()
+
+
+main()
