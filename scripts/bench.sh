@@ -41,7 +41,7 @@ export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
 if [ -n "$sqld" ]; then
   SQLD_BIN="$sqld" bounded target/release/mqlite-dbcost
   # sqld's CPU per fresh or reused stream, and preparing against running the Send statement.
-  SQLD_BIN="$sqld" bounded python3 bench/probes/sqld_costs.py 400
+  SQLD_BIN="$sqld" bounded python3 scripts/sqld-costs-probe.py 400
 else
   log "SKIPPED database cost per RPC: it needs sqld's own figures (set SQLD_BIN, e.g. to the sqld that \`turso dev\` runs)"
 fi

@@ -2,11 +2,11 @@
 """Where sqld's time per request goes, measured on sqld itself (docs/bench.md,
 "Where a request's CPU and the database's time go").
 
-Usage: SQLD_BIN=/path/to/sqld python3 bench/probes/sqld_costs.py [N]
+Usage: SQLD_BIN=/path/to/sqld python3 scripts/sqld-costs-probe.py [N]
 (after `bash scripts/build-worker.sh`, which writes build/index_bg.wasm).
 
-1. sqld's CPU per Hrana pipeline (utime + stime of the sqld process over N
-   pipelines on one keep-alive connection) on a fresh stream per pipeline
+1. sqld's CPU and the wall time per Hrana pipeline (utime + stime of the
+   sqld process over N pipelines on one keep-alive connection) on a fresh stream per pipeline
    (what the Worker sends: `baton: null` ... `close`) and on one stream
    reused through its baton; empty, `SELECT 1`, and a one-row write
    transaction.
@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 500
 
 
@@ -133,23 +133,25 @@ def stream_costs(port, pid):
     client.pipeline([execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"), CLOSE])
     write = [execute("BEGIN IMMEDIATE"), execute("INSERT INTO t (v) VALUES ('x')"),
              execute("COMMIT")]
-    print(f"1. sqld CPU per pipeline, {N} pipelines each (ms)")
-    print(f"   {'pipeline':<20} {'fresh stream':>14} {'reused stream':>14}")
+    print(f"1. sqld CPU / wall time per pipeline, {N} pipelines each (ms)")
+    print(f"   {'pipeline':<20} {'fresh stream':>16} {'reused stream':>16}")
     for name, requests in [("empty", []), ("SELECT 1", [execute("SELECT 1")]),
                            ("one-row write", write)]:
-        before = cpu_seconds(pid)
+        before, started = cpu_seconds(pid), time.time()
         for _ in range(N):
             client.pipeline(requests + [CLOSE])
         fresh = (cpu_seconds(pid) - before) / N * 1000
+        fresh_wall = (time.time() - started) / N * 1000
         _, body = client.pipeline([])
         baton = json.loads(body)["baton"]
-        before = cpu_seconds(pid)
+        before, started = cpu_seconds(pid), time.time()
         for _ in range(N):
             _, body = client.pipeline(requests, baton)
             baton = json.loads(body)["baton"]
         reused = (cpu_seconds(pid) - before) / N * 1000
+        reused_wall = (time.time() - started) / N * 1000
         client.pipeline([CLOSE], baton)
-        print(f"   {name:<20} {fresh:>14.3f} {reused:>14.3f}")
+        print(f"   {name:<20} {fresh:>7.3f} / {fresh_wall:>6.3f} {reused:>7.3f} / {reused_wall:>6.3f}")
 
 
 def idle_stream_holds_a_connection(port):
