@@ -602,7 +602,9 @@ async fn grouped_and_ungrouped(api: &Api) -> Vec<i64> {
 }
 
 fn seqs_of(got: &[Value]) -> Vec<i64> {
-    got.iter().filter_map(|m| m["seq_number"].as_i64()).collect()
+    got.iter()
+        .filter_map(|m| m["seq_number"].as_i64())
+        .collect()
 }
 
 /// Receive-and-delete of several messages (no attempt id) takes them in

@@ -268,7 +268,11 @@ fn the_attempt_record_reads_only_the_leases_in_its_window() {
         &d,
         "SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)",
     );
-    assert_no_scan_of("receive-and-delete after the record", &d, "receive_attempts");
+    assert_no_scan_of(
+        "receive-and-delete after the record",
+        &d,
+        "receive_attempts",
+    );
 }
 
 /// Receive-and-delete and pgmq's pop delete the claim's picks by primary
@@ -297,11 +301,7 @@ fn redrive_finds_its_marked_chunk_by_the_marks_index() {
     let marked = vec![text("q"), int(0), int(10), text("redrive:00")];
     let d = plan(&dlq::MARK_CHUNK, marked.clone());
     assert_no_message_scan("mark chunk", &d);
-    assert_uses(
-        "mark chunk",
-        &d,
-        "messages_by_state (queue=? AND state=?)",
-    );
+    assert_uses("mark chunk", &d, "messages_by_state (queue=? AND state=?)");
     let mut copy = marked.clone();
     copy.push(text("dst"));
     for (name, d) in [
