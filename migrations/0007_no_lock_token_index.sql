@@ -1,4 +1,4 @@
--- One fewer row written per claim (docs/engine.md, "Rows written"). sqld
+-- One fewer row written per claim (docs/engine.md, "Lock tokens have no index"). sqld
 -- counts every index entry written, and every claim wrote one here. No
 -- statement looks a message up by its lock token any more: settlements find
 -- rows by seq (primary key) and compare the token; a claim's attempt record
