@@ -270,8 +270,9 @@ const WAITERS_REFRESH_MS: i64 = 5_000;
 
 /// A waiting claim that claimed nothing (`changes()` of the claim right
 /// before it, or of the attempt record after the claim, which writes one
-/// row exactly when the claim took any) records that queue `?1` has a waiter until `{now} + ?2`,
-/// unless it already has one until `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
+/// row exactly when the claim took any) records that queue `?1` has a
+/// waiter until `{now} + ?2`, unless it already has one until
+/// `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
 pub(super) const MARK_WAITING: Statement = crate::statement!(
     "\
 UPDATE queues SET waiters_until = {now} + ?2
@@ -306,15 +307,16 @@ const RECORD_WINDOW_MS: i64 = 250;
 /// its own `{now}` plus that duration, and keeps those holding one of this
 /// claim's tokens (fresh, so only this claim's rows hold them). Bound: it
 /// reads the queue's leases whose deadline lies within 250 ms either side
-/// of this one's, i.e. the leases taken or renewed in the half second
-/// around this claim, never the queue's whole in-flight set.
+/// of this one's (for this queue's lock duration: the leases taken or
+/// renewed within 250 ms of this claim), never the queue's whole in-flight
+/// set.
 ///
 /// Exactness: `changes()` is still the claim's count of rows locked. If the
 /// clock moved further than the window between the two statements, fewer
 /// rows are found; the statement then fails (the guard idiom of
-/// `crate::guard!`, one expression so no short circuit can skip it), so the transaction rolls back and nothing is claimed
-/// rather than a partial answer recorded (pinned by
-/// `tests/receive_attempt_window.rs`).
+/// `crate::guard!`, as one expression so no short circuit can skip it), so
+/// the transaction rolls back and nothing is claimed rather than a partial
+/// answer recorded (pinned by `tests/receive_attempt_window.rs`).
 pub(super) const RECORD_ATTEMPT: Statement = crate::statement!(const_format::concatcp!(
     "\
 INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
