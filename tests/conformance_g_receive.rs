@@ -582,3 +582,96 @@ async fn c216_receive_and_delete_replay_has_no_token() {
     assert!(replay[0].get("lock_token").is_none() && replay[0].get("locked_until_ms").is_none());
     assert_eq!(api.stats("q").await["total"], 0);
 }
+
+/// Two messages of group G, one ungrouped, one of group H, in seq order.
+async fn grouped_and_ungrouped(api: &Api) -> Vec<i64> {
+    let sent = api
+        .ok(
+            "QueueService/Send",
+            json!({"queue":"q","messages":[
+                {"body":b64("g1"),"group_id":"G"},
+                {"body":b64("g2"),"group_id":"G"},
+                {"body":b64("u"),"properties":{"k":"v"}},
+                {"body":b64("h1"),"group_id":"H"}]}),
+        )
+        .await;
+    sent["seq_numbers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+fn seqs_of(got: &[Value]) -> Vec<i64> {
+    got.iter()
+        .filter_map(|m| m["seq_number"].as_i64())
+        .collect()
+}
+
+/// Receive-and-delete of several messages (no attempt id) takes them in
+/// seq order, a picked group's later rows included, and leaves nothing.
+#[tokio::test]
+async fn c104_receive_and_delete_of_several_grouped_and_ungrouped() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let seqs = grouped_and_ungrouped(&api).await;
+    let got = receive(
+        &api,
+        json!({"queue":"q","receive_mode":1,"max_messages":10}),
+    )
+    .await;
+    assert_eq!(seqs_of(&got), seqs);
+    assert_eq!(got[2]["body"], b64("u"));
+    assert_eq!(got[2]["properties"], json!({"k":"v"}));
+    for m in &got {
+        assert_eq!(m["delivery_count"], 1);
+        assert!(m.get("lock_token").is_none() && m.get("locked_until_ms").is_none());
+    }
+    assert_eq!(api.stats("q").await["total"], 0);
+}
+
+/// A peek-lock claim of several, grouped and ungrouped, under an attempt id
+/// replays exactly (every seq, body, property, token and deadline), and
+/// every replayed token settles.
+#[tokio::test]
+async fn c213_c215_receive_attempt_replays_several_grouped_and_ungrouped() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let seqs = grouped_and_ungrouped(&api).await;
+    let first = receive(
+        &api,
+        json!({"queue":"q","max_messages":10,"receive_attempt_id":"S1"}),
+    )
+    .await;
+    // G's second message waits behind its first, which is now in flight.
+    assert_eq!(seqs_of(&first), vec![seqs[0], seqs[2], seqs[3]]);
+    let replay = receive(
+        &api,
+        json!({"queue":"q","max_messages":2,"receive_attempt_id":"S1"}),
+    )
+    .await;
+    assert_eq!(first, replay);
+    for m in &replay {
+        assert_eq!(complete(&api, "q", m).await.0, 200, "{m}");
+    }
+    let rest = receive(&api, json!({"queue":"q","max_messages":10})).await;
+    assert_eq!(seqs_of(&rest), vec![seqs[1]]);
+}
+
+/// Receive-and-delete of several under an attempt id: the answer is
+/// recorded before the rows go, replays exactly, and nothing is left.
+#[tokio::test]
+async fn c216_receive_and_delete_replay_of_several_grouped_and_ungrouped() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let seqs = grouped_and_ungrouped(&api).await;
+    let request = json!({"queue":"q","receive_mode":1,"max_messages":10,"receive_attempt_id":"D2"});
+    let first = receive(&api, request.clone()).await;
+    assert_eq!(seqs_of(&first), seqs);
+    assert_eq!(first[2]["properties"], json!({"k":"v"}));
+    assert_eq!(api.stats("q").await["total"], 0);
+    let replay = receive(&api, request).await;
+    assert_eq!(first, replay);
+    assert!(replay
+        .iter()
+        .all(|m| m.get("lock_token").is_none() && m.get("locked_until_ms").is_none()));
+}

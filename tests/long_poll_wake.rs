@@ -503,3 +503,33 @@ async fn a_park_ends_when_a_schedule_comes_due() {
         "parked until the activation, not a whole park: {parks:?}"
     );
 }
+
+/// With a `receive_attempt_id` the waiter mark runs after the attempt
+/// record (which reads the claim's `changes()` right after the claim): an
+/// empty claim still marks the queue as waited on, a claim that took a
+/// message does not.
+#[tokio::test]
+async fn a_waiting_claim_with_an_attempt_id_marks_only_when_empty() {
+    let (h, engine, _effects) = journaled().await;
+    let waiter = Hinted::new(Answer::TimedOut);
+    let request = ReceiveRequest {
+        attempt_id: "W1".into(),
+        ..waiting("q", 1)
+    };
+    let (got, _) = engine.receive(&request, &waiter).await.expect("wait");
+    assert!(got.is_empty());
+    assert_eq!(waiters_until(&h, "q"), h.now() + 30_000);
+    h.advance(60_000);
+    engine.send(&one("q")).await.expect("send");
+    let request = ReceiveRequest {
+        attempt_id: "W2".into(),
+        ..waiting("q", 1)
+    };
+    let (got, _) = engine.receive(&request, &waiter).await.expect("claim");
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        waiters_until(&h, "q"),
+        h.now() - 60_000 + 30_000,
+        "a claim that took a message leaves the mark alone"
+    );
+}

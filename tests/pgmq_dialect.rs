@@ -872,3 +872,60 @@ async fn total_messages_counts_every_insert_path_once() {
     assert_eq!(total("b").await, json!(3));
     assert_eq!(total("a").await, json!(6));
 }
+
+/// pop of several (docs/pgmq.md, 6): the claim's picks in msg_id order,
+/// returned as they were (a message read before keeps its read_ct and
+/// last_read_at), gone afterwards; one round trip each.
+#[tokio::test]
+async fn pop_of_several_returns_them_as_they_were_and_leaves_nothing() {
+    let api = Api::new(&[]);
+    let (s, _, _) = pg(&api, "PUT", "/v1/queues/p", None).await;
+    assert_eq!(s, 201);
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/p/messages/batch",
+        Some(json!({"messages":[{"n":1},{"n":2},{"n":3},{"n":4}]})),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let sent = ids(&b["msg_ids"]);
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/p/read",
+        Some(json!({"vt":1,"qty":1})),
+    )
+    .await;
+    assert_eq!(
+        (s, b["messages"][0]["msg_id"].as_i64()),
+        (200, Some(sent[0]))
+    );
+    api.advance(1_000);
+    let (s, b, t) = pg(&api, "POST", "/v1/queues/p/pop", Some(json!({"qty":3}))).await;
+    assert_eq!((s, t), (200, 1));
+    let popped = b["messages"].as_array().expect("messages");
+    let got: Vec<i64> = popped.iter().filter_map(|m| m["msg_id"].as_i64()).collect();
+    assert_eq!(got, sent[..3].to_vec());
+    assert_eq!(popped[0]["read_ct"], json!(1));
+    assert_eq!(popped[0]["last_read_at"], json!("2025-06-15T15:06:40.000Z"));
+    for (m, n) in popped.iter().zip(1..) {
+        assert_eq!(m["message"], json!({ "n": n }));
+    }
+    for m in &popped[1..] {
+        assert_eq!(
+            (&m["read_ct"], &m["last_read_at"]),
+            (&json!(0), &Value::Null)
+        );
+    }
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/p/pop", Some(json!({"qty":10}))).await;
+    let rest: Vec<i64> = b["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["msg_id"].as_i64())
+        .collect();
+    assert_eq!(rest, vec![sent[3]]);
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/p/metrics", None).await;
+    assert_eq!(b["queue_length"], json!(0));
+}

@@ -189,6 +189,52 @@ async fn complete_runs_at_most_five_statements() {
     assert!(ran.len() <= 5, "{ran:#?}");
 }
 
+/// Receive-and-delete without an attempt id deletes its picks in the claim
+/// statement itself, one message or several: no lock, no second statement
+/// (docs/engine.md, "What each hot RPC runs"); with an attempt id the claim
+/// is followed by its record (and receive-and-delete by the delete), each
+/// right after the claim.
+#[tokio::test]
+async fn receive_and_delete_and_attempts_stay_within_their_counts() {
+    let (_temp, engine) = setup().await;
+    engine.send(&send(9)).await.expect("send");
+    for max in [1, 3] {
+        let request = ReceiveRequest {
+            max_messages: max,
+            mode: ReceiveMode::ReceiveAndDelete,
+            ..receive_one()
+        };
+        let (got, _) = engine.receive(&request, &NoWait).await.expect("take");
+        assert_eq!(got.len(), max as usize);
+        let ran = last_run(&engine);
+        assert_eq!(ran.len(), 5, "BEGIN, head, gate, take, COMMIT: {ran:#?}");
+        assert!(
+            ran[3].starts_with("WITH") || ran[3].starts_with("DELETE"),
+            "{ran:#?}"
+        );
+    }
+    for (max, mode, want) in [
+        (1, ReceiveMode::PeekLock, 6),
+        (2, ReceiveMode::PeekLock, 6),
+        (2, ReceiveMode::ReceiveAndDelete, 7),
+    ] {
+        let request = ReceiveRequest {
+            max_messages: max,
+            mode,
+            attempt_id: format!("{max}-{mode:?}"),
+            ..receive_one()
+        };
+        let (got, _) = engine.receive(&request, &NoWait).await.expect("claim");
+        assert_eq!(got.len(), max as usize);
+        let ran = last_run(&engine);
+        assert_eq!(ran.len(), want, "{max} {mode:?}: {ran:#?}");
+        assert!(
+            ran[4].starts_with("INSERT OR REPLACE INTO receive_attempts"),
+            "the record follows the claim: {ran:#?}"
+        );
+    }
+}
+
 /// A waiter on wake hints whose park times out at once.
 struct Parking;
 

@@ -43,37 +43,43 @@ WHERE id IN (CANDIDATES)",
     CANDIDATES
 ));
 
-/// T19, step 1: mark this chunk with one-off tokens (`marker:id`, unique
-/// like every lock token) so the copy and the delete below act on exactly
-/// the same rows: one clock read decides the chunk.
-const MARK_CHUNK: Statement = crate::statement!(str_replace!(
+/// T19, step 1: mark this chunk with one-off tokens (`marker:id`) so the
+/// copy and the delete below act on exactly the same rows: one clock read
+/// (`older_than_ms`) decides the chunk. The marks enter the partial index
+/// `messages_redrive_marks` (migration 0007), which holds only dead letters
+/// with a token: every move into `dead_lettered` clears the token, so
+/// between transactions it is empty, and claims never write it.
+pub(super) const MARK_CHUNK: Statement = crate::statement!(str_replace!(
     "UPDATE messages SET lock_token = ?4 || ':' || id WHERE id IN (CANDIDATES)",
     "CANDIDATES",
     CANDIDATES
 ));
 
-/// The marked rows, as a range on the lock-token index (`;` follows `:`).
-const MARKED: &str = "lock_token > ?4 || ':' AND lock_token < ?4 || ';'";
+/// The marked rows, as a range on `messages_redrive_marks` (`;` follows
+/// `:`). The literal `state = 'dead_lettered'` lets SQLite prove the partial
+/// index applies (the range implies `lock_token IS NOT NULL`); `INDEXED BY`
+/// keeps it from walking the queue's dead letters by state instead. The
+/// marker is fresh random hex behind `redrive:`, so no lock token and no
+/// other redrive's mark falls in its range.
+const MARKED: &str = "messages INDEXED BY messages_redrive_marks
+WHERE queue = ?1 AND state = 'dead_lettered' AND lock_token > ?4 || ':' AND lock_token < ?4 || ';'";
 
 /// T19, step 2: fresh active copies in the target (new seq, enqueued now,
 /// no TTL, no schedule); no dedup, filter or group check [quirk].
-const COPY_CHUNK: Statement = crate::statement!(str_replace!(
+pub(super) const COPY_CHUNK: Statement = crate::statement!(str_replace!(
     "\
 INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, delivery_count,
   message_id, correlation_id, reply_to, group_id, content_type, subject, properties, body)
 SELECT ?5, 'active', 0, {now}, 0, 0, message_id, correlation_id, reply_to, group_id,
   content_type, subject, properties, body
-FROM messages WHERE queue = ?1 AND MARKED ORDER BY id",
+FROM MARKED ORDER BY id",
     "MARKED",
     MARKED
 ));
 
 /// T19, step 3: the originals go.
-const DELETE_CHUNK: Statement = crate::statement!(str_replace!(
-    "DELETE FROM messages WHERE queue = ?1 AND MARKED",
-    "MARKED",
-    MARKED
-));
+pub(super) const DELETE_CHUNK: Statement =
+    crate::statement!(str_replace!("DELETE FROM MARKED", "MARKED", MARKED));
 
 /// Whether queue `?1` has waiters to wake, and the database time, read
 /// after the redrive's own statements (docs/semantics.md#long-polling).

@@ -240,18 +240,85 @@ fn reads_seek() {
     );
     assert_no_message_scan("receive deferred", &d);
     assert_uses("receive deferred", &d, "USING INTEGER PRIMARY KEY");
+}
+
+/// Receive's attempt record finds the claim's rows among the queue's leases
+/// due within its window (`messages_lease_expiry`, a range on both sides),
+/// never by walking the queue's in-flight set; receive-and-delete with an
+/// attempt deletes them by primary key from the record.
+#[test]
+fn the_attempt_record_reads_only_the_leases_in_its_window() {
     let d = plan(
         &receive::RECORD_ATTEMPT,
         vec![text("q"), text("a"), text("[\"t\"]"), int(0)],
     );
     assert_no_message_scan("record attempt", &d);
-    assert_uses("record attempt", &d, "messages_lock_token (lock_token=?)");
-    let d = plan(&receive::DELETE_CLAIMED, vec![text("[\"t\"]")]);
     assert_uses(
-        "receive-and-delete",
+        "record attempt",
         &d,
-        "messages_lock_token (lock_token=?)",
+        "SEARCH m USING INDEX messages_lease_expiry (queue=? AND locked_until>? AND locked_until<?)",
     );
+    let d = plan(
+        &receive::DELETE_RECORDED,
+        vec![text("q"), text("a"), text("[\"t\"]")],
+    );
+    assert_no_message_scan("receive-and-delete after the record", &d);
+    assert_uses(
+        "receive-and-delete after the record",
+        &d,
+        "SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)",
+    );
+    assert_no_scan_of(
+        "receive-and-delete after the record",
+        &d,
+        "receive_attempts",
+    );
+}
+
+/// Receive-and-delete and pgmq's pop delete the claim's picks by primary
+/// key, after the same walk as the claim.
+#[test]
+fn taking_deletes_the_picks_by_primary_key() {
+    let args = vec![text("q"), int(10), int(1), int(1 << 20), text("")];
+    for (name, statement) in [("take", &receive::TAKE), ("pgmq pop", &pgmq::read::TAKE)] {
+        let d = plan(statement, args.clone());
+        assert_no_message_scan(name, &d);
+        assert_uses(name, &d, "messages_ungrouped_active (queue=? AND id>?)");
+        assert_uses(name, &d, "group_heads_by_head (queue=? AND head_id>?)");
+        assert_uses(
+            name,
+            &d,
+            "SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)",
+        );
+    }
+}
+
+/// Redrive into another queue: the chunk is picked from the dead letters
+/// by state and seq, then found again by its marks alone (a range on
+/// `messages_redrive_marks`), never by walking the queue's dead letters.
+#[test]
+fn redrive_finds_its_marked_chunk_by_the_marks_index() {
+    let marked = vec![text("q"), int(0), int(10), text("redrive:00")];
+    let d = plan(&dlq::MARK_CHUNK, marked.clone());
+    assert_no_message_scan("mark chunk", &d);
+    assert_uses("mark chunk", &d, "messages_by_state (queue=? AND state=?)");
+    let mut copy = marked.clone();
+    copy.push(text("dst"));
+    for (name, d) in [
+        ("copy chunk", plan(&dlq::COPY_CHUNK, copy)),
+        ("delete chunk", plan(&dlq::DELETE_CHUNK, marked)),
+    ] {
+        assert_no_message_scan(name, &d);
+        assert_uses(
+            name,
+            &d,
+            "INDEX messages_redrive_marks (lock_token>? AND lock_token<?)",
+        );
+        assert!(
+            !d.iter().any(|l| l.contains("messages_by_state")),
+            "{name} walks the queue's dead letters:\n{d:#?}"
+        );
+    }
 }
 
 /// The statements of every Send, with a two-copy request.
@@ -341,9 +408,6 @@ fn pgmq_statements_seek_indexes() {
         &d,
         "messages_ungrouped_active (queue=? AND id>?)",
     );
-    let d = plan(&pgmq::read::DELETE_CLAIMED, vec![text("[]")]);
-    assert_no_message_scan("pgmq pop delete", &d);
-    assert_uses("pgmq pop delete", &d, "messages_lock_token");
     let d = plan(
         &pgmq::send::INSERT,
         vec![text("q"), text("[]"), int(0), Value::Null],

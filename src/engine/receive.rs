@@ -10,7 +10,7 @@ use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use const_format::str_replace;
 
 use crate::store::Statement;
-use crate::store::{Committed, Program, Row, RunStats, StepId, Transport};
+use crate::store::{Committed, Program, Row, RunError, RunStats, StepId, StoreError, Transport};
 
 /// Hard caps of the wire contract.
 const MAX_MESSAGES: i64 = 256;
@@ -269,8 +269,10 @@ const WAITERS_HOLD_MS: i64 = 30_000;
 const WAITERS_REFRESH_MS: i64 = 5_000;
 
 /// A waiting claim that claimed nothing (`changes()` of the claim right
-/// before it) records that queue `?1` has a waiter until `{now} + ?2`,
-/// unless it already has one until `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
+/// before it, or of the attempt record after the claim, which writes one
+/// row exactly when the claim took any) records that queue `?1` has a
+/// waiter until `{now} + ?2`, unless it already has one until
+/// `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
 pub(super) const MARK_WAITING: Statement = crate::statement!(
     "\
 UPDATE queues SET waiters_until = {now} + ?2
@@ -289,9 +291,33 @@ pub(super) fn mark_waiting(program: &mut Program, queue: &str) {
     );
 }
 
+/// How far the clock may move between a claim and the attempt record right
+/// after it (both statements of one pipeline, back to back under the write
+/// lock: normally well under a millisecond) before the record refuses.
+const RECORD_WINDOW_MS: i64 = 250;
+
 /// Records this claim's exact answer under the attempt id, if it claimed
-/// anything; receive-and-delete answers carry no token or lease.
-pub(super) const RECORD_ATTEMPT: Statement = crate::statement!(
+/// anything; receive-and-delete answers carry no token or lease. Runs right
+/// after the claim, as a guard.
+///
+/// No index knows the claimed rows by token (migration 0007 dropped it, a
+/// row written per claim). Every row one claim statement leases gets the
+/// same deadline, the claim's `{now}` plus the queue's lock duration, so the
+/// record finds them in `messages_lease_expiry` within `RECORD_WINDOW_MS` of
+/// its own `{now}` plus that duration, and keeps those holding one of this
+/// claim's tokens (fresh, so only this claim's rows hold them). Bound: it
+/// reads the queue's leases whose deadline lies within 250 ms either side
+/// of this one's (for this queue's lock duration: the leases taken or
+/// renewed within 250 ms of this claim), never the queue's whole in-flight
+/// set.
+///
+/// Exactness: `changes()` is still the claim's count of rows locked. If the
+/// clock moved further than the window between the two statements, fewer
+/// rows are found; the statement then fails (the guard idiom of
+/// `crate::guard!`, as one expression so no short circuit can skip it), so
+/// the transaction rolls back and nothing is claimed rather than a partial
+/// answer recorded (pinned by `tests/receive_attempt_window.rs`).
+pub(super) const RECORD_ATTEMPT: Statement = crate::statement!(const_format::concatcp!(
     "\
 INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
 SELECT ?1, ?2, response, {now},
@@ -303,14 +329,30 @@ FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
     'delivery_count', m.delivery_count, 'enqueued_at_ms', m.enqueued_at,
     'locked_until_ms', CASE WHEN ?4 = 1 THEN NULL ELSE m.locked_until END,
     'lock_token', CASE WHEN ?4 = 1 THEN NULL ELSE m.lock_token END) AS r
-  FROM json_each(?3) t CROSS JOIN messages m ON m.lock_token = t.value ORDER BY m.id))
-WHERE claimed > 0"
-);
+  FROM messages m INDEXED BY messages_lease_expiry
+  WHERE m.queue = ?1 AND m.state = 'locked'
+    AND m.locked_until BETWEEN {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1) - ",
+    RECORD_WINDOW_MS,
+    "
+      AND {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1) + ",
+    RECORD_WINDOW_MS,
+    "
+    AND m.lock_token IN (SELECT value FROM json_each(?3))
+  ORDER BY m.id))
+WHERE json(CASE WHEN claimed <> changes() THEN 'abort' WHEN claimed = 0 THEN '0' ELSE '1' END) = '1'"
+));
 
-/// Receive-and-delete: the claimed rows go in the same transaction.
-pub(super) const DELETE_CLAIMED: Statement = crate::statement!(
+/// Receive-and-delete with an attempt id: the claimed rows go after
+/// [`RECORD_ATTEMPT`] wrote the answer, found by primary key from that
+/// record (`?1` queue, `?2` attempt id) and only while they hold one of this
+/// claim's tokens `?3`, so an earlier live record (a replay, when the claim
+/// took nothing) deletes nothing.
+pub(super) const DELETE_RECORDED: Statement = crate::statement!(
     "\
-DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
+DELETE FROM messages
+WHERE id IN (SELECT r.value ->> '$.seq_number' FROM receive_attempts a, json_each(a.response) r
+    WHERE a.queue = ?1 AND a.attempt_id = ?2)
+  AND +state = 'locked' AND lock_token IN (SELECT value FROM json_each(?3))
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count, enqueued_at"
 );
@@ -371,9 +413,23 @@ impl<T: Transport> Engine<T> {
         let mut program = Program::write();
         let head = program.head(claim_head(mark), vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        let take_one = max == 1 && delete && attempt.is_empty();
-        let claim = if take_one {
+        // Receive-and-delete without an attempt deletes its picks directly;
+        // with one, the picks are locked first so the answer can be recorded
+        // before they go.
+        let take = delete && attempt.is_empty();
+        let claim = if take && max == 1 {
             program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
+        } else if take {
+            program.step(
+                &TAKE,
+                vec![
+                    queue.into(),
+                    max.into(),
+                    1i64.into(),
+                    self.limits.response_budget_bytes.into(),
+                    attempt.into(),
+                ],
+            )
         } else if max == 1 {
             program.step(
                 &CLAIM_ONE,
@@ -392,11 +448,9 @@ impl<T: Transport> Engine<T> {
                 ],
             )
         };
-        if mark {
-            mark_waiting(&mut program, queue);
-        }
-        if !attempt.is_empty() {
-            program.step(
+        // Right after the claim: it reads the claim's `changes()`.
+        let record = (!attempt.is_empty()).then(|| {
+            program.guard(
                 &RECORD_ATTEMPT,
                 vec![
                     queue.into(),
@@ -404,17 +458,32 @@ impl<T: Transport> Engine<T> {
                     tokens.as_str().into(),
                     i64::from(delete).into(),
                 ],
-            );
+            )
+        });
+        if mark {
+            mark_waiting(&mut program, queue);
         }
-        let deleted = if take_one {
+        let deleted = if take {
             Some(claim)
         } else {
-            delete.then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]))
+            (delete && record.is_some()).then(|| {
+                program.step(
+                    &DELETE_RECORDED,
+                    vec![queue.into(), attempt.into(), tokens.as_str().into()],
+                )
+            })
         };
-        let committed = self
-            .run_within(&mut program, stats)
-            .await
-            .map_err(|(e, _)| unexpected(e))?;
+        let committed = match self.run_within(&mut program, stats).await {
+            Ok(committed) => committed,
+            Err((RunError::Rejected(step), _)) if Some(step) == record => {
+                return Err(EngineError::Store(StoreError::Unavailable(
+                    "the claim could not be recorded under its receive attempt id exactly \
+                     (the database clock jumped); nothing was claimed, retry"
+                        .into(),
+                )))
+            }
+            Err((e, _)) => return Err(unexpected(e)),
+        };
         self.note_housekeeping(&committed, &housekeeping);
         let replayed = committed
             .first_row(head)
@@ -464,6 +533,34 @@ pub(super) const CLAIM: Statement = crate::statement!(str_replace!(
     "STRICT_BLOCKED",
     STRICT_BLOCKED
 ));
+
+/// Receive-and-delete of several messages without a receive attempt: the
+/// walk of [`CLAIM`] whose picks are deleted at once, like [`TAKE_ONE`]'s
+/// (no lease, no token, nothing to find again). `RETURNING` order is the
+/// delete's, so the answer is sorted by seq in Rust.
+pub(super) const TAKE: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        str_replace!(
+            CLAIM_TEMPLATE,
+            "LOCK_PICKED",
+            str_replace!(
+                TAKE_PICKED,
+                "COLUMNS",
+                "id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count + 1, enqueued_at"
+            )
+        ),
+        "GROUP_BLOCKED",
+        GROUP_BLOCKED
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
+
+/// The tail of a claim that deletes its `picked(n, id)` rows instead of
+/// locking them, returning `COLUMNS` (as they were before the delete).
+pub(super) const TAKE_PICKED: &str =
+    "DELETE FROM messages WHERE id IN (SELECT id FROM picked) RETURNING COLUMNS";
 
 /// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON
 /// array, from one CSPRNG draw.

@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_waiters.sql",
         sql: include_str!("../../migrations/0006_waiters.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_no_lock_token_index.sql",
+        sql: include_str!("../../migrations/0007_no_lock_token_index.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

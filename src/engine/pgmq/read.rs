@@ -6,7 +6,7 @@ use const_format::str_replace;
 use super::{message_columns, messages, PgmqMessage};
 use crate::engine::receive::{
     claim_head, claim_tokens, head_times, mark_waiting, CLAIM_TEMPLATE, GROUP_BLOCKED,
-    STRICT_BLOCKED,
+    STRICT_BLOCKED, TAKE_PICKED,
 };
 use crate::engine::wait::{long_poll, Backoff, Claimed};
 use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
@@ -31,9 +31,8 @@ pub struct PgmqRead {
     pub poll_interval_ms: u64,
 }
 
-/// The claim's picked rows leased for `?7` ms (pop: `?3` = 1, no lease
-/// needed, they go next), each with token `n` of `?6`; `last_read_at` is
-/// set by reads, kept by pop.
+/// The claim's picked rows leased for `?7` ms, each with token `n` of
+/// `?6`, `last_read_at` set (pop takes its picks with [`TAKE`] instead).
 const LEASE_PICKED: &str = concat!(
     "\
 UPDATE messages SET
@@ -41,7 +40,7 @@ UPDATE messages SET
   delivery_count = delivery_count + 1,
   lock_token = json_extract(?6, '$[' || picked.n || ']'),
   locked_until = {now} + ?7,
-  last_read_at = CASE WHEN ?3 = 1 THEN messages.last_read_at ELSE {now} END
+  last_read_at = {now}
 FROM picked WHERE messages.id = picked.id
 RETURNING ",
     message_columns!("messages.")
@@ -58,13 +57,22 @@ pub(in crate::engine) const CLAIM: Statement = crate::statement!(str_replace!(
     STRICT_BLOCKED
 ));
 
-/// pop: the claimed rows go in the same transaction, returned as they were
-/// before the claim (a pop is not a read: `read_ct` unchanged, pgmq's).
-pub(in crate::engine) const DELETE_CLAIMED: Statement = crate::statement!(
-    "\
-DELETE FROM messages WHERE lock_token IN (SELECT value FROM json_each(?1))
-RETURNING id, delivery_count - 1, enqueued_at, last_read_at, visible_at, body, headers"
-);
+/// pop: the claim's picks are deleted at once, never leased (no token to
+/// find them by), returned as they were (a pop is not a read: `read_ct` and
+/// `last_read_at` unchanged, pgmq's). `?1`..`?5` as in [`CLAIM`], `?3` = 1.
+pub(in crate::engine) const TAKE: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        str_replace!(
+            CLAIM_TEMPLATE,
+            "LOCK_PICKED",
+            str_replace!(TAKE_PICKED, "COLUMNS", message_columns!(""))
+        ),
+        "GROUP_BLOCKED",
+        GROUP_BLOCKED
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
 
 impl<T: Transport> Engine<T> {
     /// read / read-poll / pop. Polls (read-poll) until a message is
@@ -122,35 +130,33 @@ impl<T: Transport> Engine<T> {
         stats: &mut RunStats,
     ) -> Result<Claimed<PgmqMessage>, EngineError> {
         let queue = request.queue.as_str();
-        let tokens = claim_tokens(request.qty.max(0) as usize)?;
         let mut program = Program::write();
         let head = program.head(claim_head(mark), vec![queue.into(), "".into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        let claim = program.step(
-            &CLAIM,
-            vec![
-                queue.into(),
-                request.qty.into(),
-                i64::from(request.pop).into(),
-                self.limits.response_budget_bytes.into(),
-                "".into(),
-                tokens.as_str().into(),
-                lease_ms.into(),
-            ],
-        );
+        let mut args = vec![
+            queue.into(),
+            request.qty.into(),
+            i64::from(request.pop).into(),
+            self.limits.response_budget_bytes.into(),
+            "".into(),
+        ];
+        let claim = if request.pop {
+            program.step(&TAKE, args)
+        } else {
+            let tokens = claim_tokens(request.qty.max(0) as usize)?;
+            args.extend([tokens.into(), lease_ms.into()]);
+            program.step(&CLAIM, args)
+        };
         if mark {
             mark_waiting(&mut program, queue);
         }
-        let deleted = request
-            .pop
-            .then(|| program.step(&DELETE_CLAIMED, vec![tokens.as_str().into()]));
         let committed = self
             .run_within(&mut program, stats)
             .await
             .map_err(|(e, _)| unexpected(e))?;
         self.note_housekeeping(&committed, &housekeeping);
         super::queue_found(&committed)?;
-        let claimed = messages(&committed, deleted.unwrap_or(claim))?;
+        let claimed = messages(&committed, claim)?;
         let n = claimed.len() as u64;
         if request.pop {
             self.note(queue, Event::Delivered, n);
