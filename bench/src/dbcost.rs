@@ -6,6 +6,9 @@
 //! `query_duration_ms` with and without the COMMIT (its durable flush is a
 //! floor no statement design can lower). Medians over `--iterations`.
 //!
+//! The deep-queue rows are measured at a 1,000-message backlog and again at
+//! `--backlog` (default 1,000,000), with the ratio of the claim's work.
+//!
 //! Usage: `mqlite-dbcost [--iterations N] [--backlog N]`
 
 use std::cell::RefCell;
@@ -158,6 +161,9 @@ fn median(mut samples: Vec<Cost>) -> Cost {
     m
 }
 
+/// The small backlog the deep-queue rows are compared against.
+const SMALL_BACKLOG: usize = 1_000;
+
 fn row(name: &str, c: Cost) {
     println!(
         "{name:<36} {:>4} {:>6} {:>9} {:>8} {:>9.3} {:>9.3}",
@@ -167,7 +173,7 @@ fn row(name: &str, c: Cost) {
 
 fn main() {
     let mut iterations = 50usize;
-    let mut backlog = 10_000usize;
+    let mut backlog = 1_000_000usize;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match (flag.as_str(), args.next().and_then(|v| v.parse().ok())) {
@@ -271,38 +277,56 @@ fn main() {
     }
     row("Send, 64 messages", median(sends64));
 
+    // The queue grows through each checkpoint: Stats and a claim are
+    // measured at a small backlog and again at `--backlog`, so the claim's
+    // cost against its queue's depth is read off one run.
     let mut loaded = 0;
-    while loaded < backlog {
-        let n = (backlog - loaded).min(1000);
-        bench
-            .measure(bench.engine.send(&send("backlog", n)))
-            .0
-            .expect("load backlog");
-        loaded += n;
-    }
-    let mut stats = vec![];
-    let mut deep = vec![];
-    for _ in 0..iterations.min(20) {
-        stats.push(bench.measure(bench.engine.stats("backlog")).1);
-        let ((messages, _), r) = {
-            let (got, r) = bench.measure(bench.engine.receive(&receive("backlog"), &NoWait));
-            (got.expect("receive"), r)
-        };
-        deep.push(r);
-        for m in messages {
-            let request = SettleRequest {
-                queue: "backlog".into(),
-                seq_number: m.seq_number,
-                lock_token: m.lock_token.unwrap_or_default(),
-            };
+    let mut deep_at = vec![];
+    let mut checkpoints = vec![SMALL_BACKLOG.min(backlog), backlog];
+    checkpoints.dedup();
+    for checkpoint in checkpoints {
+        while loaded < checkpoint {
+            let n = (checkpoint - loaded).min(1000);
             bench
-                .measure(bench.engine.complete(&request))
+                .measure(bench.engine.send(&send("backlog", n)))
                 .0
-                .expect("complete");
+                .expect("load backlog");
+            loaded += n;
         }
+        let mut stats = vec![];
+        let mut deep = vec![];
+        for _ in 0..iterations.min(20) {
+            stats.push(bench.measure(bench.engine.stats("backlog")).1);
+            let ((messages, _), r) = {
+                let (got, r) = bench.measure(bench.engine.receive(&receive("backlog"), &NoWait));
+                (got.expect("receive"), r)
+            };
+            deep.push(r);
+            for m in messages {
+                let request = SettleRequest {
+                    queue: "backlog".into(),
+                    seq_number: m.seq_number,
+                    lock_token: m.lock_token.unwrap_or_default(),
+                };
+                bench
+                    .measure(bench.engine.complete(&request))
+                    .0
+                    .expect("complete");
+                // Keep the backlog at its checkpoint.
+                loaded -= 1;
+            }
+        }
+        row(&format!("Stats at a {checkpoint} backlog"), median(stats));
+        let deep = median(deep);
+        row(&format!("Receive 1 at a {checkpoint} backlog"), deep);
+        deep_at.push((checkpoint, deep.work_ms));
     }
-    row(&format!("Stats at a {backlog} backlog"), median(stats));
-    row(&format!("Receive 1 at a {backlog} backlog"), median(deep));
+    if let [(small, small_ms), (large, large_ms)] = deep_at[..] {
+        println!(
+            "Receive 1 work at a {large} backlog / at a {small} backlog: {:.2}x",
+            large_ms / small_ms
+        );
+    }
     println!(
         "work ms = sum of query_duration_ms without COMMIT; total ms includes COMMIT's durable flush"
     );
