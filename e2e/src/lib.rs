@@ -252,38 +252,15 @@ impl Stack {
             .collect()
     }
 
-    /// Resets the peak resident set (VmHWM) of the Worker's workerd
-    /// processes to their current one (`/proc/PID/clear_refs`, value 5), so
-    /// the next [`Stack::workerd_memory`] reports the peak of what follows.
+    /// Resets the peak resident set of the Worker's workerd processes (see
+    /// [`reset_peak_memory`]).
     pub fn reset_workerd_peak(&self) -> Result<(), String> {
-        let pids = self.workerd_pids();
-        if pids.is_empty() {
-            return Err("no workerd process found in the stack's process group".into());
-        }
-        for pid in pids {
-            std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
-                .map_err(|e| format!("cannot reset the peak RSS of workerd {pid}: {e}"))?;
-        }
-        Ok(())
+        reset_peak_memory(&self.workerd_pids())
     }
 
-    /// Resident memory of the Worker's workerd processes, summed, from
-    /// `/proc/PID/status`: measured, not estimated.
+    /// Resident memory of the Worker's workerd processes (see [`memory_of`]).
     pub fn workerd_memory(&self) -> Memory {
-        let mut total = Memory::default();
-        for pid in self.workerd_pids() {
-            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            let kib = |field: &str| {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(field))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            total.rss_bytes += kib("VmRSS:") * 1024;
-            total.peak_bytes += kib("VmHWM:") * 1024;
-        }
-        total
+        memory_of(&self.workerd_pids())
     }
 
     /// The database server's process id, when this stack started one.
@@ -306,6 +283,65 @@ impl Stack {
             .and_then(|v| v["pipeline_requests"].as_u64())
             .unwrap_or(0)
     }
+}
+
+/// Resets the peak resident set (VmHWM) of `pids` to their current one
+/// (`/proc/PID/clear_refs`, value 5), so the next [`memory_of`] reports the
+/// peak of what follows.
+pub fn reset_peak_memory(pids: &[u32]) -> Result<(), String> {
+    if pids.is_empty() {
+        return Err("no workerd process found".into());
+    }
+    for pid in pids {
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+            .map_err(|e| format!("cannot reset the peak RSS of workerd {pid}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Resident memory of `pids`, summed, from `/proc/PID/status`: measured,
+/// not estimated.
+pub fn memory_of(pids: &[u32]) -> Memory {
+    let mut total = Memory::default();
+    for pid in pids {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let kib = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        total.rss_bytes += kib("VmRSS:") * 1024;
+        total.peak_bytes += kib("VmHWM:") * 1024;
+    }
+    total
+}
+
+/// A Send to `queue` of distinct 1 MiB bodies, as many as fit in the 32 MiB
+/// request cap: the request's JSON and each body's base64, in order.
+/// Distinct bytes per body, so a body sliced from the wrong place shows.
+pub fn full_send(queue: &str) -> (String, Vec<String>) {
+    const MIB: usize = 1 << 20;
+    let mut json = format!(r#"{{"queue":"{queue}","messages":["#);
+    let mut bodies = vec![];
+    for i in 0..32usize {
+        let body: Vec<u8> = (0..MIB)
+            .map(|j| (j.wrapping_mul(31) ^ i.wrapping_mul(131)) as u8)
+            .collect();
+        let encoded = b64_bytes(&body);
+        let piece = format!(
+            r#"{}{{"body":"{encoded}"}}"#,
+            if bodies.is_empty() { "" } else { "," }
+        );
+        if json.len() + piece.len() + 2 > 32 * MIB {
+            break;
+        }
+        json.push_str(&piece);
+        bodies.push(encoded);
+    }
+    json.push_str("]}");
+    (json, bodies)
 }
 
 /// The status, headers and text of an answer (a transport error is status 0).
@@ -503,8 +539,13 @@ fn wait_ready(url: &str, limit: Duration) -> Result<(), String> {
 
 /// Standard padded base64 of UTF-8 text.
 pub fn b64(text: &str) -> String {
+    b64_bytes(text.as_bytes())
+}
+
+/// Standard padded base64 of bytes.
+pub fn b64_bytes(bytes: &[u8]) -> String {
     use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// The fenced code block of README.md between `<!-- walkthrough:NAME:start -->`

@@ -519,43 +519,42 @@ impl<T: Transport> Engine<T> {
     }
 }
 
+/// The walk of [`CLAIM_TEMPLATE`] with its head-of-line rules, ending in
+/// `$tail`, which acts on the walk's `picked(n, id)` rows (lock them, or
+/// delete them). Shared by both dialects' claims.
+macro_rules! claim_walk {
+    ($tail:expr) => {
+        const_format::str_replace!(
+            const_format::str_replace!(
+                const_format::str_replace!(
+                    $crate::engine::receive::CLAIM_TEMPLATE,
+                    "LOCK_PICKED",
+                    $tail
+                ),
+                "GROUP_BLOCKED",
+                $crate::engine::receive::GROUP_BLOCKED
+            ),
+            "STRICT_BLOCKED",
+            $crate::engine::receive::STRICT_BLOCKED
+        )
+    };
+}
+pub(super) use claim_walk;
+
 /// The claim statement with its head-of-line rules and locking tail.
-pub(super) const CLAIM: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        str_replace!(
-            CLAIM_TEMPLATE,
-            "LOCK_PICKED",
-            str_replace!(LOCK_PICKED, "TOKENS", "?6")
-        ),
-        "GROUP_BLOCKED",
-        GROUP_BLOCKED
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
-));
+pub(super) const CLAIM: Statement =
+    crate::statement!(claim_walk!(str_replace!(LOCK_PICKED, "TOKENS", "?6")));
 
 /// Receive-and-delete of several messages without a receive attempt: the
 /// walk of [`CLAIM`] whose picks are deleted at once, like [`TAKE_ONE`]'s
 /// (no lease, no token, nothing to find again). `RETURNING` order is the
 /// delete's, so the answer is sorted by seq in Rust.
-pub(super) const TAKE: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        str_replace!(
-            CLAIM_TEMPLATE,
-            "LOCK_PICKED",
-            str_replace!(
-                TAKE_PICKED,
-                "COLUMNS",
-                "id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+pub(super) const TAKE: Statement = crate::statement!(claim_walk!(str_replace!(
+    TAKE_PICKED,
+    "COLUMNS",
+    "id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
   properties, delivery_count + 1, enqueued_at"
-            )
-        ),
-        "GROUP_BLOCKED",
-        GROUP_BLOCKED
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
-));
+)));
 
 /// The tail of a claim that deletes its `picked(n, id)` rows instead of
 /// locking them, returning `COLUMNS` (as they were before the delete).

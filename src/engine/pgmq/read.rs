@@ -5,8 +5,7 @@ use const_format::str_replace;
 
 use super::{message_columns, messages, PgmqMessage};
 use crate::engine::receive::{
-    claim_head, claim_tokens, head_times, mark_waiting, CLAIM_TEMPLATE, GROUP_BLOCKED,
-    STRICT_BLOCKED, TAKE_PICKED,
+    claim_head, claim_tokens, claim_walk, head_times, mark_waiting, TAKE_PICKED,
 };
 use crate::engine::wait::{long_poll, Backoff, Claimed};
 use crate::engine::{unexpected, Engine, EngineError, Event, Waiter};
@@ -47,32 +46,16 @@ RETURNING ",
 );
 
 /// The claim of [`crate::engine::receive`] with pgmq's lease tail.
-pub(in crate::engine) const CLAIM: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        str_replace!(CLAIM_TEMPLATE, "LOCK_PICKED", LEASE_PICKED),
-        "GROUP_BLOCKED",
-        GROUP_BLOCKED
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
-));
+pub(in crate::engine) const CLAIM: Statement = crate::statement!(claim_walk!(LEASE_PICKED));
 
 /// pop: the claim's picks are deleted at once, never leased (no token to
 /// find them by), returned as they were (a pop is not a read: `read_ct` and
 /// `last_read_at` unchanged, pgmq's). `?1`..`?5` as in [`CLAIM`], `?3` = 1.
-pub(in crate::engine) const TAKE: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        str_replace!(
-            CLAIM_TEMPLATE,
-            "LOCK_PICKED",
-            str_replace!(TAKE_PICKED, "COLUMNS", message_columns!(""))
-        ),
-        "GROUP_BLOCKED",
-        GROUP_BLOCKED
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
-));
+pub(in crate::engine) const TAKE: Statement = crate::statement!(claim_walk!(str_replace!(
+    TAKE_PICKED,
+    "COLUMNS",
+    message_columns!("")
+)));
 
 impl<T: Transport> Engine<T> {
     /// read / read-poll / pop. Polls (read-poll) until a message is
