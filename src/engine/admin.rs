@@ -1,5 +1,6 @@
 //! DeleteQueue (docs/semantics.md#administration), and the counts Status and Observe read.
 
+use super::queue_rows::queue_ids;
 use super::stats::{read_stats, PENDING, STATE_COLUMNS};
 use super::{require_name, unexpected, Engine, EngineError, QUEUE_MISSING};
 use crate::store::Statement;
@@ -9,8 +10,9 @@ const IS_SUBSCRIPTION: Statement =
     crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND kind = 'subscription')");
 const GENERATION_DIFFERS: Statement =
     crate::guard!("EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND generation <> ?2)");
-/// Any row in any state: one index seek.
-const HOLDS_MESSAGES: Statement = crate::guard!("EXISTS (SELECT 1 FROM messages WHERE queue = ?1)");
+/// Any row in any state: at most one index seek per state.
+pub(super) const HOLDS_MESSAGES: Statement =
+    crate::guard!(concat!("EXISTS (", queue_ids!("?1"), ")"));
 
 /// The queue row and its auxiliary records; seqs are never reset.
 const DELETE_QUEUE: [Statement; 4] = [
@@ -29,12 +31,14 @@ const ENTITY_COUNTS: Statement = crate::statement!(
 
 /// Every queue's kind, Stats' columns, and its row count in any state (the
 /// rows in none of the five states are reported as `unexpected`).
-const GAUGES: Statement = crate::statement!(const_format::concatcp!(
+pub(super) const GAUGES: Statement = crate::statement!(const_format::concatcp!(
     "WITH ",
     const_format::str_replace!(PENDING, "SCOPE", "queue IN (SELECT name FROM queues)"),
     " SELECT q.name, q.kind, ",
     STATE_COLUMNS,
-    ", (SELECT count(*) FROM messages WHERE queue = q.name)
+    ", (SELECT count(*) FROM (",
+    queue_ids!("q.name"),
+    "))
       - (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.will = 'gone')
     FROM queues q ORDER BY q.name"
 ));

@@ -13,6 +13,7 @@ mod peek;
 pub mod pgmq;
 #[cfg(test)]
 mod plans;
+mod queue_rows;
 mod queues;
 mod receive;
 mod send;

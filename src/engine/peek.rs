@@ -50,43 +50,49 @@ FROM (SELECT *, sum(length(body)) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - 
       FROM messages WHERE id IN (IDS))
 WHERE before < ?4 ORDER BY id";
 
-/// The next `?3` seqs from `?2` of one state.
+/// The next `?3` seqs from `?2` of one state's index (docs/engine.md,
+/// "Where a queue's rows are found"; `$rows` narrows active rows to one of
+/// their two indexes), when the filter `?5` is '' (every state) or names
+/// that state. The filter is a constant term: an arm it rules out reads
+/// nothing.
 macro_rules! state_ids {
-    ($state:literal) => {
+    ($state:literal, $rows:literal) => {
         concat!(
-            "SELECT id FROM (SELECT id FROM messages WHERE queue = ?1 AND state = ",
+            "SELECT id FROM (SELECT id FROM messages WHERE queue = ?1 AND state = '",
             $state,
-            " AND id >= ?2 ORDER BY id LIMIT ?3)"
+            "'",
+            $rows,
+            " AND id >= ?2 AND (?5 = '' OR ?5 = '",
+            $state,
+            "') ORDER BY id LIMIT ?3)"
         )
     };
 }
 
-/// Peek over every state: the next `?3` seqs of each state, merged. No
-/// index on the queue alone is kept for this (each index is a billed write
-/// on every send), so five seeks of at most `?3` entries each serve it.
-pub(super) const PEEK_ALL: Statement = crate::statement!(const_format::str_replace!(
+/// Peek over one state `?5`, or every state for '' (an unknown state
+/// matches nothing): the next `?3` seqs of each index arm, merged. No index
+/// on the queue alone is kept for this (each index is a billed write on
+/// every send), so six seeks of at most `?3` entries each serve it; locked
+/// rows come from the lease index, ordered by deadline, so their arm sorts
+/// the queue's leases.
+pub(super) const PEEK: Statement = crate::statement!(const_format::str_replace!(
     PEEK_TEMPLATE,
     "IDS",
     concat!(
         "SELECT id FROM (",
-        state_ids!("'active'"),
+        state_ids!("active", " AND group_id IS NULL"),
         " UNION ALL ",
-        state_ids!("'locked'"),
+        state_ids!("active", " AND group_id IS NOT NULL"),
         " UNION ALL ",
-        state_ids!("'deferred'"),
+        state_ids!("locked", ""),
         " UNION ALL ",
-        state_ids!("'scheduled'"),
+        state_ids!("deferred", ""),
         " UNION ALL ",
-        state_ids!("'dead_lettered'"),
+        state_ids!("scheduled", ""),
+        " UNION ALL ",
+        state_ids!("dead_lettered", ""),
         ") ORDER BY id LIMIT ?3"
     )
-));
-
-/// Peek over one state `?5`.
-pub(super) const PEEK_STATE: Statement = crate::statement!(const_format::str_replace!(
-    PEEK_TEMPLATE,
-    "IDS",
-    state_ids!("?5")
 ));
 
 impl<T: Transport> Engine<T> {
@@ -98,19 +104,14 @@ impl<T: Transport> Engine<T> {
         };
         let mut program = Program::write();
         let housekeeping = self.housekeeping(&mut program, &request.queue);
-        let mut args = vec![
+        let args = vec![
             request.queue.as_str().into(),
             request.from_seq.into(),
             max.into(),
             self.limits.response_budget_bytes.into(),
+            request.state.as_str().into(),
         ];
-        let statement = if request.state.is_empty() {
-            &PEEK_ALL
-        } else {
-            args.push(request.state.as_str().into());
-            &PEEK_STATE
-        };
-        let rows = program.step(statement, args);
+        let rows = program.step(&PEEK, args);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         self.note_housekeeping(&committed, &housekeeping);
         committed.rows(rows).map(|row| peeked(&row)).collect()

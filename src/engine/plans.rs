@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{deferred, dlq, keys, maintenance, peek, pgmq, receive, send, settle, stats};
+use super::{admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, settle, stats};
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
@@ -217,23 +217,38 @@ fn settlement_finds_rows_by_primary_key() {
 fn reads_seek() {
     let d = plan(&stats::STATS, vec![text("q")]);
     assert_no_message_scan("stats", &d);
-    assert_uses(
-        "stats",
-        &d,
+    // Every count is index-only (migration 0008 keeps `group_id` in both
+    // keys for this): one count per index arm, none reading a table row.
+    for index in [
+        "COVERING INDEX messages_ungrouped_active (queue=?)",
+        "COVERING INDEX messages_lease_expiry (queue=?)",
         "COVERING INDEX messages_by_state (queue=? AND state=?)",
+    ] {
+        assert_uses("stats", &d, index);
+    }
+    assert!(
+        !d.iter().any(|l| l.contains("messages_by_group")),
+        "stats counts grouped rows of every state:\n{d:#?}"
     );
-    let d = plan(
-        &peek::PEEK_STATE,
-        vec![text("q"), int(0), int(32), int(1), text("active")],
-    );
-    assert_no_message_scan("peek by state", &d);
-    let d = plan(&peek::PEEK_ALL, vec![text("q"), int(0), int(32), int(1)]);
-    assert_no_message_scan("peek", &d);
-    assert_uses(
-        "peek",
-        &d,
-        "COVERING INDEX messages_by_state (queue=? AND state=? AND id>?)",
-    );
+    for state in ["", "active", "locked", "dead_lettered"] {
+        let d = plan(
+            &peek::PEEK,
+            vec![text("q"), int(0), int(32), int(1), text(state)],
+        );
+        let name = format!("peek {state:?}");
+        assert_no_message_scan(&name, &d);
+        assert_uses(
+            &name,
+            &d,
+            "INDEX messages_ungrouped_active (queue=? AND id>?)",
+        );
+        assert_uses(
+            &name,
+            &d,
+            "INDEX messages_by_state (queue=? AND state=? AND id>?)",
+        );
+        assert_uses(&name, &d, "INDEX messages_lease_expiry (queue=?)");
+    }
     let d = plan(
         &deferred::CLAIM_DEFERRED,
         vec![text("q"), text("[1]"), text("[\"t\"]")],
@@ -440,6 +455,30 @@ fn pgmq_statements_seek_indexes() {
     for (i, statement) in pgmq::queues::DROP.iter().enumerate() {
         let d = plan(statement, vec![text("q")]);
         assert_no_message_scan(&format!("pgmq drop #{i}"), &d);
+    }
+}
+
+/// No index holds every row of a queue (migration 0008): a statement over
+/// all of them seeks each index arm (docs/engine.md, "Where a queue's rows
+/// are found") and never scans the table.
+#[test]
+fn whole_queue_statements_seek_every_index_arm() {
+    for (name, statement, args) in [
+        ("holds messages", &admin::HOLDS_MESSAGES, vec![text("q")]),
+        ("gauges", &admin::GAUGES, vec![]),
+        ("pgmq purge", &pgmq::queues::PURGE, vec![text("q")]),
+        ("pgmq drop", &pgmq::queues::DROP[0], vec![text("q")]),
+        ("pgmq metrics", &pgmq::queues::METRICS_ONE, vec![text("q")]),
+    ] {
+        let d = plan(statement, args);
+        assert_no_message_scan(name, &d);
+        for index in [
+            "COVERING INDEX messages_ungrouped_active (queue=?)",
+            "COVERING INDEX messages_lease_expiry (queue=?)",
+            "COVERING INDEX messages_by_state (queue=? AND state=?)",
+        ] {
+            assert_uses(name, &d, index);
+        }
     }
 }
 

@@ -61,7 +61,10 @@ pub struct ReceivedMessage {
 
 /// strict_fifo head-of-line rule (docs/semantics.md#receive) for candidate `c`: any earlier
 /// locked, deferred or scheduled row of the queue blocks it. One EXISTS per
-/// state, so each probe is an index seek. Blocking is monotone — if a
+/// state, so each probe is an index seek; the locked rows' index is ordered
+/// by deadline, so that probe reads the queue's leases, of which a strict
+/// queue holds at most one from Receive (any earlier lease blocks the
+/// next claim) plus those ReceiveDeferred took. Blocking is monotone — if a
 /// candidate is blocked, every later one is too — so the walk stops at the
 /// first blocked candidate and an empty strict poll touches one row.
 pub(super) const STRICT_BLOCKED: &str = "\
@@ -89,7 +92,9 @@ pub(super) const GROUP_BLOCKED: &str = "\
 /// * receive-and-delete only: the next unblocked active row of each group
 ///   already picked, since picked rows are gone and a group yields an
 ///   in-order run. In peek-lock a picked group is done for this call.
-/// * strict_fifo: the first active row, unless blocked (then nothing).
+/// * strict_fifo: the first active row (the lower of the next ungrouped
+///   and the next grouped one, each from its own index), unless blocked
+///   (then nothing).
 ///
 /// The walk stops at `?2` messages or once the body budget `?4` is crossed
 /// (the crossing message is included). No row is picked while a live
@@ -105,11 +110,16 @@ pick(n, id, bytes, groups) AS (
   SELECT p.n + 1, c.id, p.bytes + length(c.body),
     CASE WHEN c.group_id IS NULL OR EXISTS (SELECT 1 FROM json_each(p.groups) g WHERE g.value = c.group_id)
       THEN p.groups ELSE json_insert(p.groups, '$[#]', c.group_id) END
-  FROM pick p, mode JOIN messages c ON c.id = CASE WHEN mode.strict THEN (
-    SELECT m.id FROM messages m
-    WHERE m.queue = ?1 AND m.state = 'active' AND m.id > p.id
-      AND (m.expires_at = 0 OR m.expires_at > {now})
-    ORDER BY m.id LIMIT 1)
+  FROM pick p, mode JOIN messages c ON c.id = CASE WHEN mode.strict THEN (SELECT min(next) FROM (
+    SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active
+            WHERE m.queue = ?1 AND m.state = 'active' AND m.group_id IS NULL AND m.id > p.id
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+            ORDER BY m.id LIMIT 1) AS next
+    UNION ALL
+    SELECT (SELECT m.id FROM messages m INDEXED BY messages_by_state
+            WHERE m.queue = ?1 AND m.state = 'active' AND m.group_id IS NOT NULL AND m.id > p.id
+              AND (m.expires_at = 0 OR m.expires_at > {now})
+            ORDER BY m.id LIMIT 1)))
   ELSE (SELECT min(next) FROM (
     SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active
             WHERE m.queue = ?1 AND m.state = 'active' AND m.group_id IS NULL AND m.id > p.id
@@ -144,8 +154,14 @@ LOCK_PICKED";
 ///   group whose head is active.
 const ONE_CANDIDATE: &str = "(
   SELECT CASE WHEN q.ordering_mode = 'strict_fifo' THEN (
-    SELECT c.id FROM (SELECT id FROM messages WHERE queue = ?1 AND state = 'active'
-        AND (expires_at = 0 OR expires_at > {now}) ORDER BY id LIMIT 1) c
+    SELECT c.id FROM (SELECT min(next) AS id FROM (
+      SELECT (SELECT id FROM messages INDEXED BY messages_ungrouped_active
+              WHERE queue = ?1 AND state = 'active' AND group_id IS NULL
+                AND (expires_at = 0 OR expires_at > {now}) ORDER BY id LIMIT 1) AS next
+      UNION ALL
+      SELECT (SELECT id FROM messages INDEXED BY messages_by_state
+              WHERE queue = ?1 AND state = 'active' AND group_id IS NOT NULL
+                AND (expires_at = 0 OR expires_at > {now}) ORDER BY id LIMIT 1))) c
     WHERE NOT STRICT_BLOCKED)
   ELSE (SELECT min(next) FROM (
     SELECT (SELECT m.id FROM messages m INDEXED BY messages_ungrouped_active

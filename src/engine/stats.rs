@@ -42,13 +42,13 @@ pub(super) const PENDING: &str = "pending AS MATERIALIZED (
       AND expires_at <= {now}))";
 
 /// The count of state `S` in queue row `q` once its pending transitions
-/// are applied. The stored count is an index-only scan of (queue, state, id).
+/// are applied. The stored count is an index-only count
+/// ([`stored_count`](super::queue_rows::stored_count)).
 macro_rules! state_count {
-    ($state:literal) => {
+    ($state:tt) => {
         concat!(
-            "(SELECT count(*) FROM messages WHERE queue = q.name AND state = '",
-            $state,
-            "')
+            super::queue_rows::stored_count!("q.name", $state),
+            "
   - (SELECT count(*) FROM pending p WHERE p.queue = q.name AND p.was = '",
             $state,
             "')
@@ -63,7 +63,9 @@ macro_rules! state_count {
 /// `q` as its housekeeping would leave them, shared by Stats and the
 /// Observe gauges. The oldest active or locked message is the lowest seq
 /// that stays or becomes active or locked: seqs are assigned in enqueue
-/// order, so no scan by enqueue time is needed.
+/// order, so no scan by enqueue time is needed (the locked rows' index is
+/// ordered by deadline, so their lowest seq is found among the queue's
+/// leases).
 pub(super) const STATE_COLUMNS: &str = concat!(
     state_count!("active"),
     ",\n",
@@ -77,6 +79,10 @@ pub(super) const STATE_COLUMNS: &str = concat!(
     ",
   coalesce({now} - min(
     coalesce((SELECT m.enqueued_at FROM messages m WHERE m.queue = q.name AND m.state = 'active'
+      AND m.group_id IS NULL
+      AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = m.id) ORDER BY m.id LIMIT 1), {now}),
+    coalesce((SELECT m.enqueued_at FROM messages m WHERE m.queue = q.name AND m.state = 'active'
+      AND m.group_id IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = m.id) ORDER BY m.id LIMIT 1), {now}),
     coalesce((SELECT m.enqueued_at FROM messages m WHERE m.queue = q.name AND m.state = 'locked'
       AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.id = m.id) ORDER BY m.id LIMIT 1), {now}),

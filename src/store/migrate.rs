@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_no_lock_token_index.sql",
         sql: include_str!("../../migrations/0007_no_lock_token_index.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_state_index_without_hot_rows.sql",
+        sql: include_str!("../../migrations/0008_state_index_without_hot_rows.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

@@ -1,6 +1,7 @@
 //! Queue resources: create (PUT), list, drop, purge and metrics.
 
 use super::{queue_found, QUEUE_HEAD};
+use crate::engine::queue_rows::{live_ids, queue_ids};
 use crate::engine::{random_hex, require_name, unexpected, Engine, EngineError};
 use crate::store::{Program, Row, RunError, Statement, Transport};
 
@@ -32,7 +33,11 @@ const IS_SUBSCRIPTION: Statement =
 /// row, whose trigger drops the archive (migration 0005). The last
 /// statement returns a row exactly when the queue existed.
 pub(in crate::engine) const DROP: [Statement; 5] = [
-    crate::statement!("DELETE FROM messages WHERE queue = ?1"),
+    crate::statement!(concat!(
+        "DELETE FROM messages WHERE id IN (",
+        queue_ids!("?1"),
+        ")"
+    )),
     crate::statement!("DELETE FROM dedup WHERE queue = ?1"),
     crate::statement!("DELETE FROM settlement_receipts WHERE queue = ?1"),
     crate::statement!("DELETE FROM receive_attempts WHERE queue = ?1"),
@@ -40,8 +45,11 @@ pub(in crate::engine) const DROP: [Statement; 5] = [
 ];
 
 /// Purge: every message of the queue, whatever its state (§1).
-pub(in crate::engine) const PURGE: Statement =
-    crate::statement!("DELETE FROM messages WHERE queue = ?1");
+pub(in crate::engine) const PURGE: Statement = crate::statement!(concat!(
+    "DELETE FROM messages WHERE id IN (",
+    queue_ids!("?1"),
+    ")"
+));
 /// Rows the statement before deleted, triggers' rows not included.
 const CHANGES: Statement = crate::statement!("SELECT changes()");
 
@@ -53,19 +61,24 @@ macro_rules! metrics_select {
     ($filter:literal) => {
         concat!(
             "SELECT q.name, q.sent_total, {now},
-  (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'active')
-  + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'locked')
-  + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'deferred')
-  + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'scheduled'),
+  (SELECT count(*) FROM (",
+            live_ids!("q.name"),
+            ")),
   (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'active'
-     AND (m.expires_at = 0 OR m.expires_at > {now}))
+     AND m.group_id IS NULL AND (m.expires_at = 0 OR m.expires_at > {now}))
+  + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'active'
+     AND m.group_id IS NOT NULL AND (m.expires_at = 0 OR m.expires_at > {now}))
   + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'locked'
      AND m.locked_until <= {now} AND m.delivery_count < q.max_delivery_count
      AND (m.expires_at = 0 OR m.expires_at > {now}))
   + (SELECT count(*) FROM messages m WHERE m.queue = q.name AND m.state = 'scheduled'
      AND m.visible_at <= {now} AND (m.expires_at = 0 OR m.expires_at > {now})),
-  (SELECT min(m.enqueued_at) FROM messages m WHERE m.queue = q.name AND m.state <> 'dead_lettered'),
-  (SELECT max(m.enqueued_at) FROM messages m WHERE m.queue = q.name AND m.state <> 'dead_lettered')
+  (SELECT min(enqueued_at) FROM messages WHERE id IN (",
+            live_ids!("q.name"),
+            ")),
+  (SELECT max(enqueued_at) FROM messages WHERE id IN (",
+            live_ids!("q.name"),
+            "))
 FROM queues q ",
             $filter
         )
