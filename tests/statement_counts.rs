@@ -83,7 +83,7 @@ fn last_run(engine: &Engine<Recording>) -> Vec<String> {
 fn ran_housekeeping(statements: &[String]) -> bool {
     statements
         .iter()
-        .any(|sql| sql.starts_with("UPDATE messages SET state = 'active', lock_token = NULL"))
+        .any(|sql| sql.starts_with("WITH expired(id) AS MATERIALIZED"))
 }
 
 fn send(n: usize) -> SendRequest {
