@@ -272,12 +272,13 @@ fn reads_seek() {
 /// Receive's attempt record finds the claim's rows among the queue's leases
 /// due within its window (`messages_lease_expiry`, a range on both sides),
 /// never by walking the queue's in-flight set; receive-and-delete with an
-/// attempt deletes them by primary key from the record.
+/// attempt records its picks from the claim walk (by primary key), then
+/// deletes them by primary key from the record.
 #[test]
 fn the_attempt_record_reads_only_the_leases_in_its_window() {
     let d = plan(
         &receive::RECORD_ATTEMPT,
-        vec![text("q"), text("a"), text("[\"t\"]"), int(0)],
+        vec![text("q"), text("a"), text("[\"t\"]")],
     );
     assert_no_message_scan("record attempt", &d);
     assert_uses(
@@ -285,10 +286,25 @@ fn the_attempt_record_reads_only_the_leases_in_its_window() {
         &d,
         "SEARCH m USING INDEX messages_lease_expiry (queue=? AND locked_until>? AND locked_until<?)",
     );
-    let d = plan(
-        &receive::DELETE_RECORDED,
-        vec![text("q"), text("a"), text("[\"t\"]")],
+    let args = vec![text("q"), int(10), int(1), int(1 << 20), text("a")];
+    let d = plan(&receive::RECORD_TAKE, args);
+    assert_no_message_scan("record the picks", &d);
+    assert_uses(
+        "record the picks",
+        &d,
+        "messages_ungrouped_active (queue=? AND id>?)",
     );
+    assert_uses(
+        "record the picks",
+        &d,
+        "group_heads_by_head (queue=? AND head_id>?)",
+    );
+    assert_uses(
+        "record the picks",
+        &d,
+        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+    );
+    let d = plan(&receive::DELETE_RECORDED, vec![text("q"), text("a")]);
     assert_no_message_scan("receive-and-delete after the record", &d);
     assert_uses(
         "receive-and-delete after the record",
