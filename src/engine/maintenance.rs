@@ -1,8 +1,9 @@
 //! Housekeeping (docs/semantics.md#maintenance): what the reference's background loops do,
-//! as statements. Requests run them lazily for one queue, inside their own
-//! transaction and before their main statement; the cron sweep runs the same
-//! statements for every queue. Scoped to one queue, each statement is an
-//! index seek on a queue-leading partial index, so an idle queue costs nothing.
+//! as one statement. Requests run it lazily for one queue, inside their own
+//! transaction and before their main statement, behind a gate; the cron sweep
+//! runs the same statement for every queue. Scoped to one queue, each side of
+//! it is an index seek on a queue-leading partial index, so an idle queue
+//! costs nothing.
 
 use const_format::{concatcp, str_replace};
 
