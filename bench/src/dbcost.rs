@@ -315,7 +315,10 @@ fn main() {
         sends64.push(bench.measure(bench.engine.send(&send("cost", 64))).1);
     }
     row("Send, 64 messages", median(sends64));
-    row("Receive 1 with an expired lease due", expired_lease(&bench, iterations));
+    row(
+        "Receive 1 with an expired lease due",
+        expired_lease(&bench, iterations),
+    );
 
     // The queue grows through each checkpoint: Stats and a claim are
     // measured at a small backlog and again at `--backlog`, so the claim's
