@@ -675,3 +675,35 @@ async fn c216_receive_and_delete_replay_of_several_grouped_and_ungrouped() {
         .iter()
         .all(|m| m.get("lock_token").is_none() && m.get("locked_until_ms").is_none()));
 }
+
+/// A replay deletes nothing, even when the recorded messages are claimable
+/// again: attempt `R` first names a peek-lock claim, whose lease then runs
+/// out (the Receive's own housekeeping reaps it); receive-and-delete with
+/// `R` replays the recorded answer and the message stays.
+#[tokio::test]
+async fn c216_a_replay_deletes_nothing_even_when_its_messages_are_active_again() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({"lock_duration_ms":1000}))
+        .await;
+    api.send_text("q", "x").await;
+    let first = receive(&api, json!({"queue":"q","receive_attempt_id":"R"})).await;
+    assert_eq!(first.len(), 1);
+    api.advance(1000);
+    let replay = receive(
+        &api,
+        json!({"queue":"q","receive_mode":1,"receive_attempt_id":"R"}),
+    )
+    .await;
+    assert_eq!(first, replay);
+    let stats = api.stats("q").await;
+    assert_eq!((&stats["active"], &stats["total"]), (&json!(1), &json!(1)));
+    // A fresh attempt takes it, delivered a second time.
+    let taken = receive(
+        &api,
+        json!({"queue":"q","receive_mode":1,"receive_attempt_id":"S"}),
+    )
+    .await;
+    assert_eq!(taken[0]["seq_number"], first[0]["seq_number"]);
+    assert_eq!(taken[0]["delivery_count"], 2);
+    assert_eq!(api.stats("q").await["total"], 0);
+}

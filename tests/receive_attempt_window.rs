@@ -37,7 +37,7 @@ impl Transport for Skewing {
         if let Some(steps) = request["requests"][0]["batch"]["steps"].as_array_mut() {
             for step in steps {
                 let sql = step["stmt"]["sql"].as_str().unwrap_or("");
-                if !sql.starts_with("INSERT OR REPLACE INTO receive_attempts") {
+                if !sql.contains("INSERT OR REPLACE INTO receive_attempts") {
                     continue;
                 }
                 if let Some(clock) = step["stmt"]["args"]
@@ -154,17 +154,12 @@ async fn c213_a_record_within_the_window_replays_the_whole_claim() {
 
 /// One millisecond beyond the window the record would miss the claimed
 /// rows: the transaction fails as `unavailable` (retryable), nothing is
-/// claimed or deleted, nothing recorded; the retry claims the same rows.
+/// claimed, nothing recorded; the retry claims the same rows.
 #[tokio::test]
 async fn the_record_refuses_a_claim_it_cannot_see_whole() {
     for at in [WINDOW_MS + 1, -WINDOW_MS - 1] {
         let (_temp, engine) = setup().await;
-        for (max, mode) in [
-            (1, ReceiveMode::PeekLock),
-            (3, ReceiveMode::PeekLock),
-            (1, ReceiveMode::ReceiveAndDelete),
-            (3, ReceiveMode::ReceiveAndDelete),
-        ] {
+        for (max, mode) in [(1, ReceiveMode::PeekLock), (3, ReceiveMode::PeekLock)] {
             skew(&engine, at);
             let attempt = format!("B-{max}-{mode:?}");
             let refused = receive(&engine, &request(max, mode, &attempt)).await;
@@ -218,4 +213,40 @@ async fn c213_c216_the_record_keeps_only_its_own_claim() {
     assert_eq!(taken, replay);
     let stats = engine.stats("q").await.expect("stats");
     assert_eq!((stats.locked, stats.total), (3, 3));
+}
+
+/// Receive-and-delete records its picks before it deletes them, from the
+/// claim walk itself: no lease to find again, so no window. A record whose
+/// clock reads far from the claim's still answers, deletes and replays
+/// exactly the same messages.
+#[tokio::test]
+async fn c216_receive_and_delete_under_an_attempt_has_no_window() {
+    for (i, at) in [WINDOW_MS + 1, -WINDOW_MS - 1, 60_000]
+        .into_iter()
+        .enumerate()
+    {
+        let (_temp, engine) = setup().await;
+        for (max, want) in [(1, vec![1]), (3, vec![2, 3, 4])] {
+            let attempt = format!("D{i}-{max}");
+            skew(&engine, at);
+            let taken = receive(
+                &engine,
+                &request(max, ReceiveMode::ReceiveAndDelete, &attempt),
+            )
+            .await
+            .expect("receive-and-delete");
+            skew(&engine, 0);
+            assert_eq!(seqs(&taken), want, "skew {at} ms");
+            assert!(taken.iter().all(|m| m.delivery_count == 1), "{taken:?}");
+            let replay = receive(
+                &engine,
+                &request(5, ReceiveMode::ReceiveAndDelete, &attempt),
+            )
+            .await
+            .expect("replay");
+            assert_eq!(taken, replay, "skew {at} ms");
+        }
+        let stats = engine.stats("q").await.expect("stats");
+        assert_eq!(stats.total, 0, "skew {at} ms");
+    }
 }

@@ -80,10 +80,29 @@ fn last_run(engine: &Engine<Recording>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What each statement that ran is, in order (see `Path::expected`).
+fn labels(statements: &[String]) -> Vec<&'static str> {
+    statements
+        .iter()
+        .enumerate()
+        .map(|(i, sql)| match sql.as_str() {
+            _ if sql.starts_with("BEGIN") => "BEGIN",
+            _ if sql.starts_with("COMMIT") => "COMMIT",
+            _ if i == 1 => "head",
+            _ if sql.contains("'nothing due'") => "gate",
+            _ if sql.starts_with("WITH expired(id) AS MATERIALIZED") => "housekeeping",
+            _ if sql.contains("INSERT OR REPLACE INTO receive_attempts") => "record",
+            _ if sql.starts_with("DELETE FROM messages\nWHERE changes() = 1") => "delete recorded",
+            _ if sql.starts_with("UPDATE queues SET waiters_until") => "mark",
+            _ => "claim",
+        })
+        .collect()
+}
+
 fn ran_housekeeping(statements: &[String]) -> bool {
     statements
         .iter()
-        .any(|sql| sql.starts_with("UPDATE messages SET state = 'active', lock_token = NULL"))
+        .any(|sql| sql.starts_with("WITH expired(id) AS MATERIALIZED"))
 }
 
 fn send(n: usize) -> SendRequest {
@@ -165,7 +184,11 @@ async fn an_expired_lease_opens_the_gate_and_is_redelivered() {
     assert_eq!(again[0].delivery_count, 2);
     let ran = last_run(&engine);
     assert!(ran_housekeeping(&ran), "{ran:#?}");
-    assert!(ran.len() <= 7, "{ran:#?}");
+    assert_eq!(
+        ran.len(),
+        6,
+        "BEGIN, head, gate, housekeeping, claim, COMMIT: {ran:#?}"
+    );
 }
 
 #[tokio::test]
@@ -189,52 +212,6 @@ async fn complete_runs_at_most_five_statements() {
     assert!(ran.len() <= 5, "{ran:#?}");
 }
 
-/// Receive-and-delete without an attempt id deletes its picks in the claim
-/// statement itself, one message or several: no lock, no second statement
-/// (docs/engine.md, "What each hot RPC runs"); with an attempt id the claim
-/// is followed by its record (and receive-and-delete by the delete), each
-/// right after the claim.
-#[tokio::test]
-async fn receive_and_delete_and_attempts_stay_within_their_counts() {
-    let (_temp, engine) = setup().await;
-    engine.send(&send(9)).await.expect("send");
-    for max in [1, 3] {
-        let request = ReceiveRequest {
-            max_messages: max,
-            mode: ReceiveMode::ReceiveAndDelete,
-            ..receive_one()
-        };
-        let (got, _) = engine.receive(&request, &NoWait).await.expect("take");
-        assert_eq!(got.len(), max as usize);
-        let ran = last_run(&engine);
-        assert_eq!(ran.len(), 5, "BEGIN, head, gate, take, COMMIT: {ran:#?}");
-        assert!(
-            ran[3].starts_with("WITH") || ran[3].starts_with("DELETE"),
-            "{ran:#?}"
-        );
-    }
-    for (max, mode, want) in [
-        (1, ReceiveMode::PeekLock, 6),
-        (2, ReceiveMode::PeekLock, 6),
-        (2, ReceiveMode::ReceiveAndDelete, 7),
-    ] {
-        let request = ReceiveRequest {
-            max_messages: max,
-            mode,
-            attempt_id: format!("{max}-{mode:?}"),
-            ..receive_one()
-        };
-        let (got, _) = engine.receive(&request, &NoWait).await.expect("claim");
-        assert_eq!(got.len(), max as usize);
-        let ran = last_run(&engine);
-        assert_eq!(ran.len(), want, "{max} {mode:?}: {ran:#?}");
-        assert!(
-            ran[4].starts_with("INSERT OR REPLACE INTO receive_attempts"),
-            "the record follows the claim: {ran:#?}"
-        );
-    }
-}
-
 /// A waiter on wake hints whose park times out at once.
 struct Parking;
 
@@ -251,31 +228,141 @@ impl mqlite_edge::engine::Waiter for Parking {
     }
 }
 
-/// docs/semantics.md#long-polling: a waiting claim with wake hints adds one
-/// statement (the waiter mark), still within six; a Send that reads the
-/// waiter mark stays within its own cap.
+/// One way through Receive (docs/engine.md, "What each hot RPC runs").
+#[derive(Debug, Clone, Copy)]
+struct Path {
+    mode: ReceiveMode,
+    max: i64,
+    /// `None`: no attempt id; `Some(false)`: a fresh one; `Some(true)`: a
+    /// replay of a live one.
+    attempt: Option<bool>,
+    /// A lease ran out, so the gate opens the housekeeping.
+    due: bool,
+    /// A waiting claim on wake hints (it runs the waiter mark).
+    waiting: bool,
+}
+
+impl Path {
+    fn all() -> Vec<Path> {
+        let mut paths = Vec::new();
+        for mode in [ReceiveMode::PeekLock, ReceiveMode::ReceiveAndDelete] {
+            for max in [1, 3] {
+                for attempt in [None, Some(false), Some(true)] {
+                    for due in [false, true] {
+                        for waiting in [false, true] {
+                            paths.push(Path {
+                                mode,
+                                max,
+                                attempt,
+                                due,
+                                waiting,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        paths
+    }
+
+    /// BEGIN, head, gate, the housekeeping when due, the claim (peek-lock:
+    /// lock, then the attempt record; receive-and-delete: the take, or
+    /// with an attempt the record of the picks, then their delete), the
+    /// waiter mark when waiting on hints, COMMIT. A replay runs the same
+    /// statements, which then take nothing.
+    fn expected(&self) -> Vec<&'static str> {
+        let mut steps = vec!["BEGIN", "head", "gate"];
+        if self.due {
+            steps.push("housekeeping");
+        }
+        match (self.mode, self.attempt.is_some()) {
+            (ReceiveMode::PeekLock, false) | (ReceiveMode::ReceiveAndDelete, false) => {
+                steps.push("claim")
+            }
+            (ReceiveMode::PeekLock, true) => steps.extend(["claim", "record"]),
+            (ReceiveMode::ReceiveAndDelete, true) => steps.extend(["record", "delete recorded"]),
+        }
+        if self.waiting {
+            steps.push("mark");
+        }
+        steps.push("COMMIT");
+        steps
+    }
+
+    fn request(&self) -> ReceiveRequest {
+        ReceiveRequest {
+            max_messages: self.max,
+            mode: self.mode,
+            wait_time_ms: if self.waiting { 1 } else { 0 },
+            attempt_id: if self.attempt.is_some() {
+                "A".into()
+            } else {
+                String::new()
+            },
+            ..receive_one()
+        }
+    }
+}
+
+/// Every Receive path's statements, counted exactly: BEGIN, head and gate,
+/// then one statement per thing the path must do. Within six unless
+/// housekeeping is due on a path that already runs two claim statements
+/// (an attempt id) or the waiter mark: 7, and 8 for a waiting claim with an
+/// attempt id and housekeeping due (docs/engine.md says why).
 #[tokio::test]
-async fn a_waiting_claim_with_hints_runs_at_most_six_statements() {
-    let (_temp, engine) = setup().await;
-    let request = ReceiveRequest {
-        wait_time_ms: 1,
-        ..receive_one()
-    };
-    // The fake clock never advances: the request budget ends the poll,
-    // every claim of which ran the mark.
-    let (got, poll) = engine.receive(&request, &Parking).await.expect("poll");
-    assert!(got.is_empty());
-    assert!(poll.parks > 0, "{poll:?}");
-    let ran = last_run(&engine);
-    assert_eq!(
-        ran.len(),
-        6,
-        "BEGIN, head, gate, claim, mark, COMMIT: {ran:#?}"
-    );
-    assert!(
-        ran[4].starts_with("UPDATE queues SET waiters_until"),
-        "{ran:#?}"
-    );
-    engine.send(&send(1)).await.expect("send");
-    assert!(last_run(&engine).len() <= 6);
+async fn every_receive_path_runs_exactly_its_statements() {
+    let mut paths = 0;
+    for path in Path::all() {
+        let (_temp, engine) = setup().await;
+        engine.send(&send(6)).await.expect("send");
+        if path.due {
+            // A lease that has run out by the Receive under test.
+            let (leased, _) = engine
+                .receive(&receive_one(), &NoWait)
+                .await
+                .expect("lease");
+            assert_eq!(leased.len(), 1);
+            engine.clock().advance(LOCK_MS);
+        }
+        let request = path.request();
+        let mut first = Vec::new();
+        if path.attempt == Some(true) {
+            first = engine
+                .receive(&request, &NoWait)
+                .await
+                .expect("first attempt")
+                .0;
+            if path.due {
+                // The first attempt reaped it; let another lease run out.
+                engine
+                    .receive(&receive_one(), &NoWait)
+                    .await
+                    .expect("lease");
+                engine.clock().advance(LOCK_MS);
+            }
+        }
+        let got = if path.waiting {
+            engine.receive(&request, &Parking).await
+        } else {
+            engine.receive(&request, &NoWait).await
+        }
+        .expect("receive")
+        .0;
+        assert!(!got.is_empty(), "{path:?}");
+        if path.attempt == Some(true) {
+            assert_eq!(got, first, "{path:?}: a replay");
+        }
+        let ran = last_run(&engine);
+        assert_eq!(labels(&ran), path.expected(), "{path:?}: {ran:#?}");
+        // Five, plus one for each of: housekeeping due, an attempt id, the
+        // waiter mark. So within six unless two of them meet.
+        let extras = [path.due, path.attempt.is_some(), path.waiting];
+        let extra = extras.iter().filter(|e| **e).count();
+        assert_eq!(ran.len(), 5 + extra, "{path:?}");
+        if extra <= 1 {
+            assert!(ran.len() <= 6, "{path:?}");
+        }
+        paths += 1;
+    }
+    assert_eq!(paths, 48);
 }

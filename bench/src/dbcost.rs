@@ -171,6 +171,32 @@ fn row(name: &str, c: Cost) {
     );
 }
 
+/// The lease of the `expiry` queue: short, so the bench waits little for
+/// it to run out.
+const EXPIRY_LOCK_MS: i64 = 20;
+
+/// A Receive of one message whose housekeeping is due: one message in the
+/// `expiry` queue, leased, its lease run out (by the database clock) before
+/// each measured Receive, which reaps it and claims it again.
+fn expired_lease(bench: &Bench, iterations: usize) -> Cost {
+    bench
+        .measure(bench.engine.send(&send("expiry", 1)))
+        .0
+        .expect("send");
+    let mut costs = vec![];
+    for i in 0..=iterations {
+        std::thread::sleep(Duration::from_millis(EXPIRY_LOCK_MS as u64 + 10));
+        let (got, r) = bench.measure(bench.engine.receive(&receive("expiry"), &NoWait));
+        let (messages, _) = got.expect("receive");
+        // The first only takes the lease the others reap.
+        if i > 0 {
+            assert_eq!(messages.len(), 1, "the expired lease is claimed again");
+            costs.push(r);
+        }
+    }
+    median(costs)
+}
+
 fn main() {
     let mut iterations = 50usize;
     let mut backlog = 1_000_000usize;
@@ -226,6 +252,19 @@ fn main() {
     };
     create("cost");
     create("backlog");
+    // Leases of 20 ms that may be taken again and again: each measured
+    // Receive finds exactly one expired lease, reaps it and claims it anew.
+    bench
+        .measure(bench.engine.create_queue(
+            "expiry",
+            &QueueConfigInput {
+                lock_duration_ms: EXPIRY_LOCK_MS,
+                max_delivery_count: i64::from(u32::MAX),
+                ..QueueConfigInput::default()
+            },
+        ))
+        .0
+        .expect("create expiry");
 
     println!("database cost per RPC against {url} (sqld's own figures; medians of {iterations})");
     println!(
@@ -276,6 +315,10 @@ fn main() {
         sends64.push(bench.measure(bench.engine.send(&send("cost", 64))).1);
     }
     row("Send, 64 messages", median(sends64));
+    row(
+        "Receive 1 with an expired lease due",
+        expired_lease(&bench, iterations),
+    );
 
     // The queue grows through each checkpoint: Stats and a claim are
     // measured at a small backlog and again at `--backlog`, so the claim's

@@ -144,23 +144,35 @@ fn single_claim_seeks_the_same_indexes() {
     );
 }
 
+/// One statement for all of a queue's housekeeping: each side of its union
+/// (the expired leases, materialised once for `RETURNING`, the due
+/// schedules, the TTLs) seeks its own queue-leading partial index, and the
+/// changed rows are found by primary key. The sweep's statement for every
+/// queue seeks the same indexes, once per queue.
 #[test]
 fn housekeeping_uses_queue_leading_partial_indexes() {
     let indexes = [
-        vec!["messages_lease_expiry (queue=? AND locked_until<?)"],
-        vec![
-            "messages_lease_expiry (queue=? AND locked_until<?)",
-            "messages_schedule_due (queue=? AND visible_at<?)",
-            "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
-        ],
+        "messages_lease_expiry (queue=? AND locked_until<?)",
+        "messages_schedule_due (queue=? AND visible_at<?)",
+        "messages_ttl_due (queue=? AND expires_at>? AND expires_at<?)",
+        "SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)",
     ];
-    for (statement, indexes) in maintenance::ONE_QUEUE.iter().zip(indexes) {
-        let d = plan(statement, vec![text("q")]);
+    for (statement, args) in [
+        (&maintenance::ONE_QUEUE, vec![text("q")]),
+        (&maintenance::EVERY_QUEUE, vec![]),
+    ] {
+        let d = plan(statement, args);
         assert_no_message_scan(statement.sql, &d);
         for index in indexes {
             assert_uses(statement.sql, &d, index);
         }
     }
+    // `RETURNING` tells reaped leases from activations by the same
+    // materialisation the update's own `WHERE` used, taken before any row
+    // changed: it is built once.
+    let d = plan(&maintenance::ONE_QUEUE, vec![text("q")]);
+    let built = d.iter().filter(|l| *l == "MATERIALIZE expired").count();
+    assert_eq!(built, 1, "{d:#?}");
 }
 
 #[test]
@@ -260,12 +272,13 @@ fn reads_seek() {
 /// Receive's attempt record finds the claim's rows among the queue's leases
 /// due within its window (`messages_lease_expiry`, a range on both sides),
 /// never by walking the queue's in-flight set; receive-and-delete with an
-/// attempt deletes them by primary key from the record.
+/// attempt records its picks from the claim walk (by primary key), then
+/// deletes them by primary key from the record.
 #[test]
 fn the_attempt_record_reads_only_the_leases_in_its_window() {
     let d = plan(
         &receive::RECORD_ATTEMPT,
-        vec![text("q"), text("a"), text("[\"t\"]"), int(0)],
+        vec![text("q"), text("a"), text("[\"t\"]")],
     );
     assert_no_message_scan("record attempt", &d);
     assert_uses(
@@ -273,10 +286,25 @@ fn the_attempt_record_reads_only_the_leases_in_its_window() {
         &d,
         "SEARCH m USING INDEX messages_lease_expiry (queue=? AND locked_until>? AND locked_until<?)",
     );
-    let d = plan(
-        &receive::DELETE_RECORDED,
-        vec![text("q"), text("a"), text("[\"t\"]")],
+    let args = vec![text("q"), int(10), int(1), int(1 << 20), text("a")];
+    let d = plan(&receive::RECORD_TAKE, args);
+    assert_no_message_scan("record the picks", &d);
+    assert_uses(
+        "record the picks",
+        &d,
+        "messages_ungrouped_active (queue=? AND id>?)",
     );
+    assert_uses(
+        "record the picks",
+        &d,
+        "group_heads_by_head (queue=? AND head_id>?)",
+    );
+    assert_uses(
+        "record the picks",
+        &d,
+        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+    );
+    let d = plan(&receive::DELETE_RECORDED, vec![text("q"), text("a")]);
     assert_no_message_scan("receive-and-delete after the record", &d);
     assert_uses(
         "receive-and-delete after the record",

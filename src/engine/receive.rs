@@ -284,9 +284,10 @@ const WAITERS_HOLD_MS: i64 = 30_000;
 /// busy waiters cost at most one row written per queue every few seconds.
 const WAITERS_REFRESH_MS: i64 = 5_000;
 
-/// A waiting claim that claimed nothing (`changes()` of the claim right
-/// before it, or of the attempt record after the claim, which writes one
-/// row exactly when the claim took any) records that queue `?1` has a
+/// A waiting claim that claimed nothing (`changes()` of the statement right
+/// before it: the claim, the attempt record after a peek-lock claim, which
+/// writes one row exactly when the claim took any, or the delete of a
+/// receive-and-delete's recorded picks) records that queue `?1` has a
 /// waiter until `{now} + ?2`, unless it already has one until
 /// `{now} + ?2 - ?3` (docs/semantics.md#long-polling).
 pub(super) const MARK_WAITING: Statement = crate::statement!(
@@ -312,9 +313,8 @@ pub(super) fn mark_waiting(program: &mut Program, queue: &str) {
 /// lock: normally well under a millisecond) before the record refuses.
 const RECORD_WINDOW_MS: i64 = 250;
 
-/// Records this claim's exact answer under the attempt id, if it claimed
-/// anything; receive-and-delete answers carry no token or lease. Runs right
-/// after the claim, as a guard.
+/// Records a peek-lock claim's exact answer under the attempt id, if it
+/// claimed anything. Runs right after the claim, as a guard.
 ///
 /// No index knows the claimed rows by token (migration 0007 dropped it, a
 /// row written per claim). Every row one claim statement leases gets the
@@ -343,8 +343,7 @@ FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
     'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
     'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
     'delivery_count', m.delivery_count, 'enqueued_at_ms', m.enqueued_at,
-    'locked_until_ms', CASE WHEN ?4 = 1 THEN NULL ELSE m.locked_until END,
-    'lock_token', CASE WHEN ?4 = 1 THEN NULL ELSE m.lock_token END) AS r
+    'locked_until_ms', m.locked_until, 'lock_token', m.lock_token) AS r
   FROM messages m INDEXED BY messages_lease_expiry
   WHERE m.queue = ?1 AND m.state = 'locked'
     AND m.locked_until BETWEEN {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1) - ",
@@ -357,21 +356,6 @@ FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
   ORDER BY m.id))
 WHERE json(CASE WHEN claimed <> changes() THEN 'abort' WHEN claimed = 0 THEN '0' ELSE '1' END) = '1'"
 ));
-
-/// Receive-and-delete with an attempt id: the claimed rows go after
-/// [`RECORD_ATTEMPT`] wrote the answer, found by primary key from that
-/// record (`?1` queue, `?2` attempt id) and only while they hold one of this
-/// claim's tokens `?3`, so an earlier live record (a replay, when the claim
-/// took nothing) deletes nothing.
-pub(super) const DELETE_RECORDED: Statement = crate::statement!(
-    "\
-DELETE FROM messages
-WHERE id IN (SELECT r.value ->> '$.seq_number' FROM receive_attempts a, json_each(a.response) r
-    WHERE a.queue = ?1 AND a.attempt_id = ?2)
-  AND +state = 'locked' AND lock_token IN (SELECT value FROM json_each(?3))
-RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count, enqueued_at"
-);
 
 /// The steps of one claim attempt.
 struct ClaimSteps {
@@ -423,21 +407,26 @@ impl<T: Transport> Engine<T> {
     ) -> Result<Claimed<ReceivedMessage>, EngineError> {
         let queue = request.queue.as_str();
         let delete = request.mode == ReceiveMode::ReceiveAndDelete;
-        let tokens = claim_tokens(max as usize)?;
+        // Receive-and-delete never locks: no tokens to draw.
+        let tokens = if delete {
+            String::new()
+        } else {
+            claim_tokens(max as usize)?
+        };
 
         let attempt = request.attempt_id.as_str();
         let mut program = Program::write();
         let head = program.head(claim_head(mark), vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
-        // Receive-and-delete without an attempt deletes its picks directly;
-        // with one, the picks are locked first so the answer can be recorded
-        // before they go.
+        // Receive-and-delete deletes its picks: directly without an attempt;
+        // with one, the picks' answer is recorded first and exactly the
+        // recorded rows go right after.
         let take = delete && attempt.is_empty();
         let claim = if take && max == 1 {
             program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
-        } else if take {
+        } else if delete {
             program.step(
-                &TAKE,
+                if take { &TAKE } else { &RECORD_TAKE },
                 vec![
                     queue.into(),
                     max.into(),
@@ -457,38 +446,29 @@ impl<T: Transport> Engine<T> {
                 vec![
                     queue.into(),
                     max.into(),
-                    i64::from(delete).into(),
+                    0i64.into(),
                     self.limits.response_budget_bytes.into(),
                     attempt.into(),
                     tokens.as_str().into(),
                 ],
             )
         };
-        // Right after the claim: it reads the claim's `changes()`.
-        let record = (!attempt.is_empty()).then(|| {
+        // Right after the claim (or the record): each reads its `changes()`.
+        let record = (!delete && !attempt.is_empty()).then(|| {
             program.guard(
                 &RECORD_ATTEMPT,
-                vec![
-                    queue.into(),
-                    attempt.into(),
-                    tokens.as_str().into(),
-                    i64::from(delete).into(),
-                ],
+                vec![queue.into(), attempt.into(), tokens.as_str().into()],
             )
         });
-        if mark {
-            mark_waiting(&mut program, queue);
-        }
         let deleted = if take {
             Some(claim)
         } else {
-            (delete && record.is_some()).then(|| {
-                program.step(
-                    &DELETE_RECORDED,
-                    vec![queue.into(), attempt.into(), tokens.as_str().into()],
-                )
-            })
+            delete.then(|| program.step(&DELETE_RECORDED, vec![queue.into(), attempt.into()]))
         };
+        // Last: it reads whether the statement before it took anything.
+        if mark {
+            mark_waiting(&mut program, queue);
+        }
         let committed = match self.run_within(&mut program, stats).await {
             Ok(committed) => committed,
             Err((RunError::Rejected(step), _)) if Some(step) == record => {
@@ -576,6 +556,48 @@ pub(super) const TAKE: Statement = crate::statement!(claim_walk!(str_replace!(
 /// locking them, returning `COLUMNS` (as they were before the delete).
 pub(super) const TAKE_PICKED: &str =
     "DELETE FROM messages WHERE id IN (SELECT id FROM picked) RETURNING COLUMNS";
+
+/// The answer of a receive-and-delete under an attempt id, as recorded and
+/// as replayed: each picked row as it will be delivered (one more delivery,
+/// no token, no lease), in seq order.
+const RECORD_PICKED: &str = "\
+INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
+SELECT ?1, ?5, response, {now},
+  {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
+FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
+  SELECT json_object('seq_number', m.id, 'body', hex(m.body), 'message_id', m.message_id,
+    'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
+    'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
+    'delivery_count', m.delivery_count + 1, 'enqueued_at_ms', m.enqueued_at,
+    'locked_until_ms', NULL, 'lock_token', NULL) AS r
+  FROM picked CROSS JOIN messages m ON m.id = picked.id
+  ORDER BY m.id))
+WHERE claimed > 0";
+
+/// Receive-and-delete with an attempt id, first half: the claim walk's
+/// picks (`?1` queue, `?2` max, `?3` = 1: a picked group goes on, `?4` body
+/// budget, `?5` attempt id) are not locked but recorded, exactly as they
+/// will be answered. A live attempt `?5` stops the walk before any pick, so
+/// a replay records (and replaces) nothing. The rows go in
+/// [`DELETE_RECORDED`], right after.
+pub(super) const RECORD_TAKE: Statement = crate::statement!(claim_walk!(RECORD_PICKED));
+
+/// Receive-and-delete with an attempt id, second half: deletes exactly the
+/// rows [`RECORD_TAKE`] recorded under `?2` in queue `?1` (by primary key,
+/// still active), only when that record was written by the statement right
+/// before (`changes()`): a replay's earlier record, whose rows may be
+/// active again (the same id used first for a peek-lock claim whose lease
+/// then ran out), deletes nothing.
+pub(super) const DELETE_RECORDED: Statement = crate::statement!(
+    "\
+DELETE FROM messages
+WHERE changes() = 1
+  AND id IN (SELECT r.value ->> '$.seq_number' FROM receive_attempts a, json_each(a.response) r
+    WHERE a.queue = ?1 AND a.attempt_id = ?2)
+  AND +state = 'active'
+RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
+  properties, delivery_count + 1, enqueued_at"
+);
 
 /// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON
 /// array, from one CSPRNG draw.
