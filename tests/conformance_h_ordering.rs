@@ -17,17 +17,6 @@ fn bodies(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn send(api: &Api, queue: &str, body: &str, group: Option<&str>) -> i64 {
-    let mut m = json!({"body": b64(body)});
-    if let Some(g) = group {
-        m["group_id"] = g.into();
-    }
-    api.ok("QueueService/Send", json!({"queue":queue,"messages":[m]}))
-        .await["seq_numbers"][0]
-        .as_i64()
-        .unwrap_or(0)
-}
-
 async fn recv(api: &Api, queue: &str, extra: Value) -> Value {
     let body = with(json!({"queue":queue}), extra);
     api.ok("QueueService/Receive", body).await
@@ -45,8 +34,8 @@ async fn verb(api: &Api, verb: &str, queue: &str, m: &Value, extra: Value) {
 async fn c109_group_fifo_on_standard() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({})).await;
-    send(&api, "q", "s1", Some("orderA")).await;
-    send(&api, "q", "s2", Some("orderA")).await;
+    api.send_grouped("q", "s1", Some("orderA")).await;
+    api.send_grouped("q", "s2", Some("orderA")).await;
     let first = recv(&api, "q", json!({})).await;
     assert_eq!(bodies(&first), [b64("s1")]);
     assert!(bodies(&recv(&api, "q", json!({})).await).is_empty());
@@ -58,8 +47,8 @@ async fn c109_group_fifo_on_standard() {
 async fn c110_groups_in_parallel() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({})).await;
-    send(&api, "q", "a", Some("A")).await;
-    send(&api, "q", "b", Some("B")).await;
+    api.send_grouped("q", "a", Some("A")).await;
+    api.send_grouped("q", "b", Some("B")).await;
     assert_eq!(
         bodies(&recv(&api, "q", json!({"max_messages":2})).await),
         [b64("a"), b64("b")]
@@ -70,8 +59,8 @@ async fn c110_groups_in_parallel() {
 async fn c111_ungrouped_defer_does_not_block() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({})).await;
-    send(&api, "q", "a", None).await;
-    send(&api, "q", "b", None).await;
+    api.send_grouped("q", "a", None).await;
+    api.send_grouped("q", "b", None).await;
     let a = recv(&api, "q", json!({})).await;
     verb(&api, "Defer", "q", &a["messages"][0], json!({})).await;
     assert_eq!(bodies(&recv(&api, "q", json!({})).await), [b64("b")]);
@@ -82,9 +71,9 @@ async fn c112_deferred_head_blocks_its_group() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"ordering_mode":"group_fifo"}))
         .await;
-    let g1a = send(&api, "q", "g1a", Some("G1")).await;
-    send(&api, "q", "g1b", Some("G1")).await;
-    send(&api, "q", "g2a", Some("G2")).await;
+    let g1a = api.send_grouped("q", "g1a", Some("G1")).await;
+    api.send_grouped("q", "g1b", Some("G1")).await;
+    api.send_grouped("q", "g2a", Some("G2")).await;
     let first = recv(&api, "q", json!({})).await;
     assert_eq!(bodies(&first), [b64("g1a")]);
     verb(&api, "Defer", "q", &first["messages"][0], json!({})).await;
@@ -106,7 +95,7 @@ async fn c113_c114_strict_fifo_one_at_a_time() {
     api.create_queue("q", json!({"ordering_mode":"strict_fifo"}))
         .await;
     for b in ["m1", "m2", "m3"] {
-        send(&api, "q", b, None).await;
+        api.send_grouped("q", b, None).await;
     }
     let mut held = recv(&api, "q", json!({"max_messages":10})).await;
     assert_eq!(
@@ -130,8 +119,8 @@ async fn c115_strict_fifo_deferred_stalls_the_queue() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"ordering_mode":"strict_fifo"}))
         .await;
-    let m1 = send(&api, "q", "m1", None).await;
-    send(&api, "q", "m2", None).await;
+    let m1 = api.send_grouped("q", "m1", None).await;
+    api.send_grouped("q", "m2", None).await;
     let first = recv(&api, "q", json!({})).await;
     verb(&api, "Defer", "q", &first["messages"][0], json!({})).await;
     assert!(bodies(&recv(&api, "q", json!({})).await).is_empty());
@@ -153,9 +142,9 @@ async fn c116_order_survives_lease_expiry() {
         json!({"ordering_mode":"group_fifo","lock_duration_ms":1000}),
     )
     .await;
-    send(&api, "q", "g1a", Some("G1")).await;
-    send(&api, "q", "g1b", Some("G1")).await;
-    send(&api, "q", "g2a", Some("G2")).await;
+    api.send_grouped("q", "g1a", Some("G1")).await;
+    api.send_grouped("q", "g1b", Some("G1")).await;
+    api.send_grouped("q", "g2a", Some("G2")).await;
     assert_eq!(bodies(&recv(&api, "q", json!({})).await), [b64("g1a")]);
     api.advance(1000);
     let again = recv(&api, "q", json!({})).await;
@@ -180,8 +169,8 @@ async fn c117_strict_fifo_across_lease_expiry() {
         json!({"ordering_mode":"strict_fifo","lock_duration_ms":1000}),
     )
     .await;
-    send(&api, "q", "m1", None).await;
-    send(&api, "q", "m2", None).await;
+    api.send_grouped("q", "m1", None).await;
+    api.send_grouped("q", "m2", None).await;
     recv(&api, "q", json!({})).await;
     api.advance(1000);
     let again = recv(&api, "q", json!({})).await;
@@ -199,9 +188,9 @@ async fn c118_backoff_holds_the_group() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"ordering_mode":"group_fifo"}))
         .await;
-    send(&api, "q", "g1a", Some("G1")).await;
-    send(&api, "q", "g1b", Some("G1")).await;
-    send(&api, "q", "g2a", Some("G2")).await;
+    api.send_grouped("q", "g1a", Some("G1")).await;
+    api.send_grouped("q", "g1b", Some("G1")).await;
+    api.send_grouped("q", "g2a", Some("G2")).await;
     let first = recv(&api, "q", json!({})).await;
     verb(
         &api,
@@ -234,8 +223,8 @@ async fn c119_backoff_stalls_a_strict_queue() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"ordering_mode":"strict_fifo"}))
         .await;
-    send(&api, "q", "m1", None).await;
-    send(&api, "q", "m2", None).await;
+    api.send_grouped("q", "m1", None).await;
+    api.send_grouped("q", "m2", None).await;
     let first = recv(&api, "q", json!({})).await;
     verb(
         &api,
@@ -255,8 +244,8 @@ async fn c120_zero_delay_abandon_redelivers_the_head() {
     let api = Api::new(&[]);
     api.create_queue("q", json!({"ordering_mode":"group_fifo"}))
         .await;
-    send(&api, "q", "a", Some("G")).await;
-    send(&api, "q", "b", Some("G")).await;
+    api.send_grouped("q", "a", Some("G")).await;
+    api.send_grouped("q", "b", Some("G")).await;
     let first = recv(&api, "q", json!({})).await;
     verb(
         &api,
@@ -275,8 +264,8 @@ async fn c121_scheduled_head_blocks_its_group() {
     api.create_queue("q", json!({})).await;
     let t = api.clock.manual_now().unwrap_or(0) + 60_000;
     api.ok("QueueService/Schedule", json!({"queue":"q","scheduled_enqueue_time_ms":t,"messages":[{"body":b64("g-1"),"group_id":"G"}]})).await;
-    send(&api, "q", "g-2", Some("G")).await;
-    send(&api, "q", "u", None).await;
+    api.send_grouped("q", "g-2", Some("G")).await;
+    api.send_grouped("q", "u", None).await;
     assert_eq!(
         bodies(&recv(&api, "q", json!({"max_messages":5})).await),
         [b64("u")]
@@ -290,8 +279,8 @@ async fn c122_receive_and_delete_drains_a_group_in_order() {
     api.create_queue("s", json!({"ordering_mode":"strict_fifo"}))
         .await;
     for b in ["x1", "x2", "x3"] {
-        send(&api, "q", b, Some("G")).await;
-        send(&api, "s", b, None).await;
+        api.send_grouped("q", b, Some("G")).await;
+        api.send_grouped("s", b, None).await;
     }
     for queue in ["q", "s"] {
         let got = recv(&api, queue, json!({"receive_mode":1,"max_messages":3})).await;
@@ -389,7 +378,7 @@ async fn receive_and_delete_runs_interleave_groups_in_seq_order_and_stop_at_a_bl
     let api = Api::new(&[]);
     api.create_queue("q", json!({})).await;
     for (b, g) in [("A1", "A"), ("B1", "B"), ("A2", "A"), ("B2", "B")] {
-        send(&api, "q", b, Some(g)).await;
+        api.send_grouped("q", b, Some(g)).await;
     }
     let peek_lock = recv(&api, "q", json!({"max_messages":4})).await;
     assert_eq!(
@@ -413,7 +402,7 @@ async fn receive_and_delete_runs_interleave_groups_in_seq_order_and_stop_at_a_bl
 
     api.create_queue("r", json!({})).await;
     for b in ["x1", "x2", "x3"] {
-        send(&api, "r", b, Some("G")).await;
+        api.send_grouped("r", b, Some("G")).await;
     }
     let x1 = recv(&api, "r", json!({})).await;
     verb(&api, "Abandon", "r", &x1["messages"][0], json!({})).await;
@@ -422,7 +411,7 @@ async fn receive_and_delete_runs_interleave_groups_in_seq_order_and_stop_at_a_bl
     verb(&api, "Complete", "r", &both["messages"][0], json!({})).await;
     let x2 = recv(&api, "r", json!({})).await;
     verb(&api, "Defer", "r", &x2["messages"][0], json!({})).await;
-    send(&api, "r", "x4", Some("G")).await;
+    api.send_grouped("r", "x4", Some("G")).await;
     assert!(
         bodies(&recv(&api, "r", json!({"max_messages":5,"receive_mode":1})).await).is_empty(),
         "x3 and x4 wait behind the deferred x2"

@@ -11,7 +11,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mqlite_edge::engine::{Effect, Effects, Engine, Limits, PeekRequest, QueueConfigInput};
+use mqlite_edge::engine::{Effect, Effects, Engine, PeekRequest, QueueConfigInput};
 use mqlite_edge::store::{Program, Statement};
 use support::*;
 
@@ -175,15 +175,7 @@ const CASES: &[Case] = &[
 /// and `drop` (discards), both allowing two deliveries and both waited on.
 async fn journaled() -> (Harness, Engine<InProcess>, Arc<Effects>) {
     let h = Harness::new();
-    let effects = Arc::new(Effects::default());
-    let engine = Engine::new(
-        InProcess {
-            db: h.temp.db.clone(),
-        },
-        h.clock.clone(),
-        Limits::default(),
-    )
-    .with_effects(effects.clone());
+    let (engine, effects) = h.journaled_engine();
     for (name, dead_letter_on_expire) in [("keep", true), ("drop", false)] {
         let config = QueueConfigInput {
             max_delivery_count: 2,
@@ -230,6 +222,27 @@ async fn insert(h: &Harness, engine: &Engine<InProcess>, case: &Case) -> i64 {
     query(engine, "SELECT max(id) FROM messages").await[0][0]
         .as_i64()
         .expect("seq")
+}
+
+/// Every case's row, in table order, all in the two queues at once.
+async fn insert_all(h: &Harness, engine: &Engine<InProcess>) -> Vec<i64> {
+    let mut seqs = Vec::new();
+    for case in CASES {
+        seqs.push(insert(h, engine, case).await);
+    }
+    seqs
+}
+
+/// Each case's row (`seqs`, in table order) is left as the case says.
+async fn assert_all_left(engine: &Engine<InProcess>, seqs: &[i64]) {
+    for (case, seq) in CASES.iter().zip(seqs) {
+        assert_eq!(
+            state_of(engine, *seq).await.as_deref(),
+            case.left,
+            "{}",
+            case.name
+        );
+    }
 }
 
 /// Events counted and wake hints reported, drained from the journal.
@@ -305,10 +318,7 @@ async fn each_due_transition_is_applied_and_counted_exactly() {
 #[tokio::test]
 async fn all_due_transitions_at_once_are_the_sum_of_each() {
     let (h, engine, effects) = journaled().await;
-    let mut seqs = Vec::new();
-    for case in CASES {
-        seqs.push(insert(&h, &engine, case).await);
-    }
+    let seqs = insert_all(&h, &engine).await;
     effects.take();
     peek_both(&engine).await;
     let (counts, woke) = observed(&effects);
@@ -320,34 +330,17 @@ async fn all_due_transitions_at_once_are_the_sum_of_each() {
     }
     assert_eq!(counts, want);
     assert!(woke);
-    for (case, seq) in CASES.iter().zip(seqs) {
-        assert_eq!(
-            state_of(&engine, seq).await.as_deref(),
-            case.left,
-            "{}",
-            case.name
-        );
-    }
+    assert_all_left(&engine, &seqs).await;
 }
 
 /// The cron sweep applies the same transitions for every queue.
 #[tokio::test]
 async fn the_sweep_applies_the_same_transitions() {
     let (h, engine, _effects) = journaled().await;
-    let mut seqs = Vec::new();
-    for case in CASES {
-        seqs.push(insert(&h, &engine, case).await);
-    }
+    let seqs = insert_all(&h, &engine).await;
     engine
         .sweep(&mqlite_edge::engine::Retention::off())
         .await
         .expect("sweep");
-    for (case, seq) in CASES.iter().zip(seqs) {
-        assert_eq!(
-            state_of(&engine, seq).await.as_deref(),
-            case.left,
-            "{}",
-            case.name
-        );
-    }
+    assert_all_left(&engine, &seqs).await;
 }

@@ -15,20 +15,9 @@ use support::*;
 
 const STATES: [&str; 5] = ["active", "locked", "deferred", "scheduled", "dead_lettered"];
 
-async fn send(api: &Api, queue: &str, body: &str, group: Option<&str>) -> i64 {
-    let mut m = json!({"body": b64(body)});
-    if let Some(g) = group {
-        m["group_id"] = g.into();
-    }
-    api.ok("QueueService/Send", json!({"queue":queue,"messages":[m]}))
-        .await["seq_numbers"][0]
-        .as_i64()
-        .expect("seq")
-}
-
 /// Sends one message and receives it (it is the only claimable one).
 async fn send_and_lock(api: &Api, queue: &str, body: &str, group: Option<&str>) -> Value {
-    let seq = send(api, queue, body, group).await;
+    let seq = api.send_grouped(queue, body, group).await;
     let got = api.ok("QueueService/Receive", json!({"queue":queue})).await["messages"][0].clone();
     assert_eq!(got["seq_number"], seq, "the only claimable message");
     got
@@ -80,7 +69,7 @@ async fn one_of_each(api: &Api, queue: &str) -> Vec<(&'static str, Vec<i64>)> {
     }
     let mut active = Vec::new();
     for group in [None, Some("ga")] {
-        active.push(json!(send(api, queue, "a", group).await));
+        active.push(json!(api.send_grouped(queue, "a", group).await));
     }
     let ints = |v: Vec<Value>| v.iter().filter_map(Value::as_i64).collect::<Vec<_>>();
     by_state.push(("active", ints(active)));
@@ -242,10 +231,10 @@ async fn strict_fifo_walks_grouped_and_ungrouped_rows_in_seq_order() {
     api.create_queue("s", json!({"ordering_mode":"strict_fifo"}))
         .await;
     let seqs = [
-        send(&api, "s", "1", Some("g")).await,
-        send(&api, "s", "2", None).await,
-        send(&api, "s", "3", Some("h")).await,
-        send(&api, "s", "4", None).await,
+        api.send_grouped("s", "1", Some("g")).await,
+        api.send_grouped("s", "2", None).await,
+        api.send_grouped("s", "3", Some("h")).await,
+        api.send_grouped("s", "4", None).await,
     ];
     for seq in seqs {
         let got = api.ok("QueueService/Receive", json!({"queue":"s"})).await;
@@ -257,9 +246,9 @@ async fn strict_fifo_walks_grouped_and_ungrouped_rows_in_seq_order() {
     }
     // receive-and-delete takes an in-order run across both kinds.
     let more = [
-        send(&api, "s", "5", None).await,
-        send(&api, "s", "6", Some("g")).await,
-        send(&api, "s", "7", None).await,
+        api.send_grouped("s", "5", None).await,
+        api.send_grouped("s", "6", Some("g")).await,
+        api.send_grouped("s", "7", None).await,
     ];
     let got = api
         .ok(

@@ -112,15 +112,7 @@ fn waiting(queue: &str, wait_time_ms: i64) -> ReceiveRequest {
 /// `q` and `idle` created.
 async fn journaled() -> (Harness, Engine<InProcess>, Arc<Effects>) {
     let h = Harness::new();
-    let effects = Arc::new(Effects::default());
-    let engine = Engine::new(
-        InProcess {
-            db: h.temp.db.clone(),
-        },
-        h.clock.clone(),
-        Limits::default(),
-    )
-    .with_effects(effects.clone());
+    let (engine, effects) = h.journaled_engine();
     let config = QueueConfigInput {
         lock_duration_ms: 10_000,
         ..Default::default()

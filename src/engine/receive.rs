@@ -313,6 +313,36 @@ pub(super) fn mark_waiting(program: &mut Program, queue: &str) {
 /// lock: normally well under a millisecond) before the record refuses.
 const RECORD_WINDOW_MS: i64 = 250;
 
+/// The head of a statement that records a claim's exact answer (the shape
+/// [`replayed`] reads back) in queue `?1` under attempt id `$attempt`: one
+/// JSON object per row `m` of the `FROM` that follows, with `$delivery`,
+/// `$until` and `$token` for the delivery count, lease and token the answer
+/// shows. The statement ends by closing `ORDER BY m.id))` and a `WHERE` on
+/// `claimed`.
+macro_rules! record_answer {
+    ($attempt:literal, $delivery:literal, $until:literal, $token:literal) => {
+        concat!(
+            "INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
+SELECT ?1, ",
+            $attempt,
+            ", response, {now},
+  {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
+FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
+  SELECT json_object('seq_number', m.id, 'body', hex(m.body), 'message_id', m.message_id,
+    'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
+    'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
+    'delivery_count', ",
+            $delivery,
+            ", 'enqueued_at_ms', m.enqueued_at,
+    'locked_until_ms', ",
+            $until,
+            ", 'lock_token', ",
+            $token,
+            ") AS r"
+        )
+    };
+}
+
 /// Records a peek-lock claim's exact answer under the attempt id, if it
 /// claimed anything. Runs right after the claim, as a guard.
 ///
@@ -334,16 +364,8 @@ const RECORD_WINDOW_MS: i64 = 250;
 /// the transaction rolls back and nothing is claimed rather than a partial
 /// answer recorded (pinned by `tests/receive_attempt_window.rs`).
 pub(super) const RECORD_ATTEMPT: Statement = crate::statement!(const_format::concatcp!(
-    "\
-INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
-SELECT ?1, ?2, response, {now},
-  {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
-FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
-  SELECT json_object('seq_number', m.id, 'body', hex(m.body), 'message_id', m.message_id,
-    'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
-    'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
-    'delivery_count', m.delivery_count, 'enqueued_at_ms', m.enqueued_at,
-    'locked_until_ms', m.locked_until, 'lock_token', m.lock_token) AS r
+    record_answer!("?2", "m.delivery_count", "m.locked_until", "m.lock_token"),
+    "
   FROM messages m INDEXED BY messages_lease_expiry
   WHERE m.queue = ?1 AND m.state = 'locked'
     AND m.locked_until BETWEEN {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1) - ",
@@ -560,19 +582,13 @@ pub(super) const TAKE_PICKED: &str =
 /// The answer of a receive-and-delete under an attempt id, as recorded and
 /// as replayed: each picked row as it will be delivered (one more delivery,
 /// no token, no lease), in seq order.
-const RECORD_PICKED: &str = "\
-INSERT OR REPLACE INTO receive_attempts (queue, attempt_id, response, created_at, expires_at)
-SELECT ?1, ?5, response, {now},
-  {now} + max(coalesce((SELECT lock_duration_ms FROM queues WHERE name = ?1), 0), 300000)
-FROM (SELECT json_group_array(json(r)) AS response, count(*) AS claimed FROM (
-  SELECT json_object('seq_number', m.id, 'body', hex(m.body), 'message_id', m.message_id,
-    'group_id', m.group_id, 'correlation_id', m.correlation_id, 'reply_to', m.reply_to,
-    'subject', m.subject, 'content_type', m.content_type, 'properties', json(m.properties),
-    'delivery_count', m.delivery_count + 1, 'enqueued_at_ms', m.enqueued_at,
-    'locked_until_ms', NULL, 'lock_token', NULL) AS r
+const RECORD_PICKED: &str = concat!(
+    record_answer!("?5", "m.delivery_count + 1", "NULL", "NULL"),
+    "
   FROM picked CROSS JOIN messages m ON m.id = picked.id
   ORDER BY m.id))
-WHERE claimed > 0";
+WHERE claimed > 0"
+);
 
 /// Receive-and-delete with an attempt id, first half: the claim walk's
 /// picks (`?1` queue, `?2` max, `?3` = 1: a picked group goes on, `?4` body

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mqlite_edge::engine::{Clock, Engine, Limits, Waiter};
+use mqlite_edge::engine::{Clock, Effects, Engine, Limits, Waiter};
 use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use mqlite_libsql::Database;
 
@@ -127,6 +127,21 @@ impl Harness {
     /// Pipeline requests the database has served so far.
     pub fn round_trips(&self) -> u64 {
         self.temp.db.pipeline_requests()
+    }
+
+    /// A second engine over the same database and clock that records what
+    /// it reports (events, wake hints) in the returned journal.
+    pub fn journaled_engine(&self) -> (Engine<InProcess>, Arc<Effects>) {
+        let effects = Arc::new(Effects::default());
+        let engine = Engine::new(
+            InProcess {
+                db: self.temp.db.clone(),
+            },
+            self.clock.clone(),
+            Limits::default(),
+        )
+        .with_effects(effects.clone());
+        (engine, effects)
     }
 }
 
@@ -328,6 +343,22 @@ impl Api {
             .ok(
                 "QueueService/Send",
                 serde_json::json!({"queue": queue, "messages": [{"body": b64(body)}]}),
+            )
+            .await;
+        json["seq_numbers"][0].as_i64().expect("seq")
+    }
+
+    /// Sends one message with `body` text, in group `group` if any;
+    /// returns its seq.
+    pub async fn send_grouped(&self, queue: &str, body: &str, group: Option<&str>) -> i64 {
+        let mut message = serde_json::json!({"body": b64(body)});
+        if let Some(g) = group {
+            message["group_id"] = g.into();
+        }
+        let json = self
+            .ok(
+                "QueueService/Send",
+                serde_json::json!({"queue": queue, "messages": [message]}),
             )
             .await;
         json["seq_numbers"][0].as_i64().expect("seq")
