@@ -16,8 +16,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use mqlite_edge::engine::{
-    Clock, Engine, Limits, OutgoingMessage, QueueConfigInput, ReceiveRequest, SendRequest,
-    SettleRequest, Waiter,
+    Clock, Engine, Limits, OutgoingMessage, QueueConfigInput, ReceiveMode, ReceiveRequest,
+    ReceivedMessage, SendRequest, SettleRequest, Waiter,
 };
 use mqlite_edge::store::native::HttpTransport;
 use mqlite_edge::store::{HttpReply, Transport, TransportError};
@@ -197,6 +197,45 @@ fn expired_lease(bench: &Bench, iterations: usize) -> Cost {
     median(costs)
 }
 
+/// Completes a claimed message outside the figures.
+fn complete_unmeasured(bench: &Bench, queue: &str, m: ReceivedMessage) {
+    let request = SettleRequest {
+        queue: queue.into(),
+        seq_number: m.seq_number,
+        lock_token: m.lock_token.unwrap_or_default(),
+    };
+    bench
+        .measure(bench.engine.complete(&request))
+        .0
+        .expect("complete");
+}
+
+/// A Receive of one message under a fresh receive attempt id (the record is
+/// the claim: docs/engine.md), in `mode`; a peek-lock claim is completed
+/// after, unmeasured, so the queue stays as it was.
+fn with_attempt(bench: &Bench, iterations: usize, mode: ReceiveMode) -> Cost {
+    let mut costs = vec![];
+    for i in 0..iterations {
+        bench
+            .measure(bench.engine.send(&send("cost", 1)))
+            .0
+            .expect("send");
+        let request = ReceiveRequest {
+            mode,
+            attempt_id: format!("bench-{mode:?}-{i}"),
+            ..receive("cost")
+        };
+        let (got, r) = bench.measure(bench.engine.receive(&request, &NoWait));
+        let (messages, _) = got.expect("receive");
+        assert_eq!(messages.len(), 1, "one message claimed");
+        for m in messages.into_iter().filter(|m| m.lock_token.is_some()) {
+            complete_unmeasured(bench, "cost", m);
+        }
+        costs.push(r);
+    }
+    median(costs)
+}
+
 fn main() {
     let mut iterations = 50usize;
     let mut backlog = 1_000_000usize;
@@ -319,6 +358,14 @@ fn main() {
         "Receive 1 with an expired lease due",
         expired_lease(&bench, iterations),
     );
+    row(
+        "Receive 1 with an attempt id",
+        with_attempt(&bench, iterations, ReceiveMode::PeekLock),
+    );
+    row(
+        "Receive-and-delete 1, attempt id",
+        with_attempt(&bench, iterations, ReceiveMode::ReceiveAndDelete),
+    );
 
     // The queue grows through each checkpoint: Stats and a claim are
     // measured at a small backlog and again at `--backlog`, so the claim's
@@ -346,15 +393,7 @@ fn main() {
             };
             deep.push(r);
             for m in messages {
-                let request = SettleRequest {
-                    queue: "backlog".into(),
-                    seq_number: m.seq_number,
-                    lock_token: m.lock_token.unwrap_or_default(),
-                };
-                bench
-                    .measure(bench.engine.complete(&request))
-                    .0
-                    .expect("complete");
+                complete_unmeasured(&bench, "backlog", m);
                 // Keep the backlog at its checkpoint.
                 loaded -= 1;
             }

@@ -711,12 +711,42 @@ fn replayed(response: &str) -> Result<Vec<ReceivedMessage>, EngineError> {
     Ok(messages)
 }
 
+/// The bytes of SQLite's `hex()` text (uppercase; lowercase accepted), in
+/// one pass over byte pairs: a replayed answer can hold megabytes of body.
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
+    let pairs = text.as_bytes().chunks_exact(2);
+    if !pairs.remainder().is_empty() {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+    pairs
+        .map(|pair| match pair {
+            [high, low] => Some(nibble(*high)? << 4 | nibble(*low)?),
+            _ => None,
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unhex;
+
+    #[test]
+    fn unhex_reads_sqlite_hex_and_refuses_anything_else() {
+        assert_eq!(unhex(""), Some(vec![]));
+        assert_eq!(unhex("00FF7a"), Some(vec![0, 255, 122]));
+        let all: Vec<u8> = (0..=255).collect();
+        let text: String = all.iter().map(|b| format!("{b:02X}")).collect();
+        assert_eq!(unhex(&text), Some(all));
+        for bad in ["0", "0G", "+1", "é0", "123"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
 }
