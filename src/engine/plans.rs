@@ -272,8 +272,9 @@ fn reads_seek() {
 /// Receive's attempt record finds the claim's rows among the queue's leases
 /// due within its window (`messages_lease_expiry`, a range on both sides),
 /// never by walking the queue's in-flight set; receive-and-delete with an
-/// attempt records its picks from the claim walk (by primary key), then
-/// deletes them by primary key from the record.
+/// attempt records its picks from the claim walk, or for one message from
+/// the single pick (by primary key), then deletes them by primary key from
+/// the record.
 #[test]
 fn the_attempt_record_reads_only_the_leases_in_its_window() {
     let d = plan(
@@ -301,6 +302,23 @@ fn the_attempt_record_reads_only_the_leases_in_its_window() {
     );
     assert_uses(
         "record the picks",
+        &d,
+        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+    );
+    let d = plan(&receive::RECORD_TAKE_ONE, vec![text("q"), text("a")]);
+    assert_no_message_scan("record the pick of one", &d);
+    assert_uses(
+        "record the pick of one",
+        &d,
+        "SEARCH messages USING INDEX messages_ungrouped_active (queue=?)",
+    );
+    assert_uses(
+        "record the pick of one",
+        &d,
+        "SEARCH h USING COVERING INDEX group_heads_by_head (queue=?)",
+    );
+    assert_uses(
+        "record the pick of one",
         &d,
         "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
     );

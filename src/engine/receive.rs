@@ -446,6 +446,8 @@ impl<T: Transport> Engine<T> {
         let take = delete && attempt.is_empty();
         let claim = if take && max == 1 {
             program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
+        } else if delete && max == 1 {
+            program.step(&RECORD_TAKE_ONE, vec![queue.into(), attempt.into()])
         } else if delete {
             program.step(
                 if take { &TAKE } else { &RECORD_TAKE },
@@ -579,16 +581,20 @@ pub(super) const TAKE: Statement = crate::statement!(claim_walk!(str_replace!(
 pub(super) const TAKE_PICKED: &str =
     "DELETE FROM messages WHERE id IN (SELECT id FROM picked) RETURNING COLUMNS";
 
-/// The answer of a receive-and-delete under an attempt id, as recorded and
-/// as replayed: each picked row as it will be delivered (one more delivery,
-/// no token, no lease), in seq order.
-const RECORD_PICKED: &str = concat!(
-    record_answer!("?5", "m.delivery_count + 1", "NULL", "NULL"),
-    "
+/// The answer of a receive-and-delete under attempt id `$attempt`, as
+/// recorded and as replayed: each picked row as it will be delivered (one
+/// more delivery, no token, no lease), in seq order.
+macro_rules! record_picked {
+    ($attempt:literal) => {
+        concat!(
+            record_answer!($attempt, "m.delivery_count + 1", "NULL", "NULL"),
+            "
   FROM picked CROSS JOIN messages m ON m.id = picked.id
   ORDER BY m.id))
 WHERE claimed > 0"
-);
+        )
+    };
+}
 
 /// Receive-and-delete with an attempt id, first half: the claim walk's
 /// picks (`?1` queue, `?2` max, `?3` = 1: a picked group goes on, `?4` body
@@ -596,7 +602,26 @@ WHERE claimed > 0"
 /// will be answered. A live attempt `?5` stops the walk before any pick, so
 /// a replay records (and replaces) nothing. The rows go in
 /// [`DELETE_RECORDED`], right after.
-pub(super) const RECORD_TAKE: Statement = crate::statement!(claim_walk!(RECORD_PICKED));
+pub(super) const RECORD_TAKE: Statement = crate::statement!(claim_walk!(record_picked!("?5")));
+
+/// [`RECORD_TAKE`] of a single message (`max_messages` 1): the pick of
+/// [`TAKE_ONE`] as `picked(n, id)`, without the walk's recursion, so the
+/// statement compiled is a fraction of the size (as [`CLAIM_ONE`] is to
+/// [`CLAIM`]). `?1` queue, `?2` attempt id (a live one picks nothing).
+pub(super) const RECORD_TAKE_ONE: Statement = crate::statement!(str_replace!(
+    str_replace!(
+        concat!(
+            "WITH picked(n, id) AS MATERIALIZED (
+  SELECT 0, id FROM (SELECT ONE_CANDIDATE AS id) WHERE id IS NOT NULL)
+",
+            record_picked!("?2")
+        ),
+        "ONE_CANDIDATE",
+        ONE_CANDIDATE
+    ),
+    "STRICT_BLOCKED",
+    STRICT_BLOCKED
+));
 
 /// Receive-and-delete with an attempt id, second half: deletes exactly the
 /// rows [`RECORD_TAKE`] recorded under `?2` in queue `?1` (by primary key,
