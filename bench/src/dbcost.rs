@@ -210,9 +210,10 @@ fn complete_unmeasured(bench: &Bench, queue: &str, m: ReceivedMessage) {
         .expect("complete");
 }
 
-/// A Receive of one message under a fresh receive attempt id (the record is
-/// the claim: docs/engine.md), in `mode`; a peek-lock claim is completed
-/// after, unmeasured, so the queue stays as it was.
+/// A Receive of one message under a fresh receive attempt id, in `mode`:
+/// the claim and its record (docs/engine.md, "Lock tokens have no index");
+/// a peek-lock claim is completed after, unmeasured, so the queue stays as
+/// it was.
 fn with_attempt(bench: &Bench, iterations: usize, mode: ReceiveMode) -> Cost {
     let mut costs = vec![];
     for i in 0..iterations {

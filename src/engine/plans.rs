@@ -287,41 +287,35 @@ fn the_attempt_record_reads_only_the_leases_in_its_window() {
         &d,
         "SEARCH m USING INDEX messages_lease_expiry (queue=? AND locked_until>? AND locked_until<?)",
     );
-    let args = vec![text("q"), int(10), int(1), int(1 << 20), text("a")];
-    let d = plan(&receive::RECORD_TAKE, args);
-    assert_no_message_scan("record the picks", &d);
-    assert_uses(
-        "record the picks",
-        &d,
-        "messages_ungrouped_active (queue=? AND id>?)",
-    );
-    assert_uses(
-        "record the picks",
-        &d,
-        "group_heads_by_head (queue=? AND head_id>?)",
-    );
-    assert_uses(
-        "record the picks",
-        &d,
-        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
-    );
-    let d = plan(&receive::RECORD_TAKE_ONE, vec![text("q"), text("a")]);
-    assert_no_message_scan("record the pick of one", &d);
-    assert_uses(
-        "record the pick of one",
-        &d,
-        "SEARCH messages USING INDEX messages_ungrouped_active (queue=?)",
-    );
-    assert_uses(
-        "record the pick of one",
-        &d,
-        "SEARCH h USING COVERING INDEX group_heads_by_head (queue=?)",
-    );
-    assert_uses(
-        "record the pick of one",
-        &d,
-        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
-    );
+    let walk = vec![text("q"), int(10), int(1), int(1 << 20), text("a")];
+    let picks = [
+        (
+            "record the picks",
+            &receive::RECORD_TAKE,
+            walk,
+            [
+                "messages_ungrouped_active (queue=? AND id>?)",
+                "group_heads_by_head (queue=? AND head_id>?)",
+            ],
+        ),
+        (
+            "record the pick of one",
+            &receive::RECORD_TAKE_ONE,
+            vec![text("q"), text("a")],
+            [
+                "SEARCH messages USING INDEX messages_ungrouped_active (queue=?)",
+                "SEARCH h USING COVERING INDEX group_heads_by_head (queue=?)",
+            ],
+        ),
+    ];
+    for (name, statement, args, indexes) in picks {
+        let d = plan(statement, args);
+        assert_no_message_scan(name, &d);
+        for index in indexes {
+            assert_uses(name, &d, index);
+        }
+        assert_uses(name, &d, "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)");
+    }
     let d = plan(&receive::DELETE_RECORDED, vec![text("q"), text("a")]);
     assert_no_message_scan("receive-and-delete after the record", &d);
     assert_uses(

@@ -9,6 +9,7 @@ use super::Event;
 use super::{random_hex, require_name, unexpected, Engine, EngineError};
 use const_format::str_replace;
 
+use crate::store::hrana::Value;
 use crate::store::Statement;
 use crate::store::{Committed, Program, Row, RunError, RunStats, StepId, StoreError, Transport};
 
@@ -179,10 +180,21 @@ const ONE_CANDIDATE: &str = "(
     AND NOT EXISTS (SELECT 1 FROM receive_attempts
       WHERE queue = ?1 AND attempt_id = ?2 AND expires_at > {now}))";
 
+/// `$text` with its `ONE_CANDIDATE` placeholder replaced by the single
+/// pick [`ONE_CANDIDATE`] and its head-of-line rule.
+macro_rules! with_one_candidate {
+    ($text:expr) => {
+        str_replace!(
+            str_replace!($text, "ONE_CANDIDATE", ONE_CANDIDATE),
+            "STRICT_BLOCKED",
+            STRICT_BLOCKED
+        )
+    };
+}
+
 /// Locks the single pick; `?3` is the JSON array holding its lock token.
-pub(super) const CLAIM_ONE: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        "\
+pub(super) const CLAIM_ONE: Statement = crate::statement!(with_one_candidate!(
+    "\
 UPDATE messages SET
   state = 'locked',
   delivery_count = delivery_count + 1,
@@ -190,27 +202,16 @@ UPDATE messages SET
   locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
 WHERE id = ONE_CANDIDATE
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count, enqueued_at, locked_until, lock_token",
-        "ONE_CANDIDATE",
-        ONE_CANDIDATE
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
+  properties, delivery_count, enqueued_at, locked_until, lock_token"
 ));
 
 /// Receive-and-delete of a single message without a receive attempt: the
 /// same pick as [`CLAIM_ONE`], deleted at once (no lease, no token).
-pub(super) const TAKE_ONE: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        "\
+pub(super) const TAKE_ONE: Statement = crate::statement!(with_one_candidate!(
+    "\
 DELETE FROM messages WHERE id = ONE_CANDIDATE
 RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count + 1, enqueued_at",
-        "ONE_CANDIDATE",
-        ONE_CANDIDATE
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
+  properties, delivery_count + 1, enqueued_at"
 ));
 
 /// T5/T15: lock the `picked(n, id)` rows — each takes token `n` (0-based)
@@ -442,40 +443,33 @@ impl<T: Transport> Engine<T> {
         let housekeeping = self.housekeeping(&mut program, queue);
         // Receive-and-delete deletes its picks: directly without an attempt;
         // with one, the picks' answer is recorded first and exactly the
-        // recorded rows go right after.
+        // recorded rows go right after. A single message is picked without
+        // the walk's recursion.
         let take = delete && attempt.is_empty();
-        let claim = if take && max == 1 {
-            program.step(&TAKE_ONE, vec![queue.into(), attempt.into()])
-        } else if delete && max == 1 {
-            program.step(&RECORD_TAKE_ONE, vec![queue.into(), attempt.into()])
-        } else if delete {
-            program.step(
-                if take { &TAKE } else { &RECORD_TAKE },
-                vec![
-                    queue.into(),
-                    max.into(),
-                    1i64.into(),
-                    self.limits.response_budget_bytes.into(),
-                    attempt.into(),
-                ],
-            )
-        } else if max == 1 {
-            program.step(
+        let walk = |picked_group_goes_on: i64| -> Vec<Value> {
+            vec![
+                queue.into(),
+                max.into(),
+                picked_group_goes_on.into(),
+                self.limits.response_budget_bytes.into(),
+                attempt.into(),
+            ]
+        };
+        let claim = match (delete, max == 1) {
+            (true, true) => program.step(
+                if take { &TAKE_ONE } else { &RECORD_TAKE_ONE },
+                vec![queue.into(), attempt.into()],
+            ),
+            (true, false) => program.step(if take { &TAKE } else { &RECORD_TAKE }, walk(1)),
+            (false, true) => program.step(
                 &CLAIM_ONE,
                 vec![queue.into(), attempt.into(), tokens.as_str().into()],
-            )
-        } else {
-            program.step(
-                &CLAIM,
-                vec![
-                    queue.into(),
-                    max.into(),
-                    0i64.into(),
-                    self.limits.response_budget_bytes.into(),
-                    attempt.into(),
-                    tokens.as_str().into(),
-                ],
-            )
+            ),
+            (false, false) => {
+                let mut args = walk(0);
+                args.push(tokens.as_str().into());
+                program.step(&CLAIM, args)
+            }
         };
         // Right after the claim (or the record): each reads its `changes()`.
         let record = (!delete && !attempt.is_empty()).then(|| {
@@ -608,20 +602,12 @@ pub(super) const RECORD_TAKE: Statement = crate::statement!(claim_walk!(record_p
 /// [`TAKE_ONE`] as `picked(n, id)`, without the walk's recursion, so the
 /// statement compiled is a fraction of the size (as [`CLAIM_ONE`] is to
 /// [`CLAIM`]). `?1` queue, `?2` attempt id (a live one picks nothing).
-pub(super) const RECORD_TAKE_ONE: Statement = crate::statement!(str_replace!(
-    str_replace!(
-        concat!(
-            "WITH picked(n, id) AS MATERIALIZED (
+pub(super) const RECORD_TAKE_ONE: Statement = crate::statement!(with_one_candidate!(concat!(
+    "WITH picked(n, id) AS MATERIALIZED (
   SELECT 0, id FROM (SELECT ONE_CANDIDATE AS id) WHERE id IS NOT NULL)
 ",
-            record_picked!("?2")
-        ),
-        "ONE_CANDIDATE",
-        ONE_CANDIDATE
-    ),
-    "STRICT_BLOCKED",
-    STRICT_BLOCKED
-));
+    record_picked!("?2")
+)));
 
 /// Receive-and-delete with an attempt id, second half: deletes exactly the
 /// rows [`RECORD_TAKE`] recorded under `?2` in queue `?1` (by primary key,
