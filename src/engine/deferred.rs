@@ -40,7 +40,7 @@ impl<T: Transport> Engine<T> {
         require_name(queue)?;
         let tokens = claim_tokens(seqs.len().max(1))?;
         let seqs_json = serde_json::to_string(seqs).unwrap_or_default();
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let housekeeping = self.housekeeping(&mut program, queue);
         let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
         let claimed = program.step(
@@ -61,7 +61,7 @@ impl<T: Transport> Engine<T> {
     /// Deletes a scheduled, never-delivered message; anything else is 404.
     pub async fn cancel(&self, queue: &str, seq: i64) -> Result<(), EngineError> {
         require_name(queue)?;
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let deleted = program.step(&CANCEL, vec![queue.into(), seq.into()]);
         let committed = self.run(&mut program).await.map_err(unexpected)?;
         match committed.first_row(deleted) {

@@ -102,7 +102,7 @@ impl<T: Transport> Engine<T> {
         } else {
             request.max.min(MAX)
         };
-        let mut program = Program::write();
+        let mut program = Program::write_on(&request.queue);
         let housekeeping = self.housekeeping(&mut program, &request.queue);
         let args = vec![
             request.queue.as_str().into(),

@@ -438,7 +438,7 @@ impl<T: Transport> Engine<T> {
         };
 
         let attempt = request.attempt_id.as_str();
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let head = program.head(claim_head(mark), vec![queue.into(), attempt.into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         // Receive-and-delete deletes its picks: directly without an attempt;

@@ -320,7 +320,7 @@ impl<T: Transport> Engine<T> {
                 chunk.push(p.message.body.as_slice());
             }
         }
-        let mut program = Program::write();
+        let mut program = Program::write_on(name);
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
         let inserted = program.step_with_blobs(&INSERT_MESSAGES, insert_args, bodies);

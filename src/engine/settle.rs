@@ -273,7 +273,7 @@ impl<T: Transport> Engine<T> {
                 args.as_str().into(),
             ]
         };
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let live = program.head(&LIVE_RECEIPTS, key());
         let recorded = program.step(&RECORD_RECEIPTS, key());
         let mut effect_args = key();
@@ -385,7 +385,7 @@ impl<T: Transport> Engine<T> {
         items: &[SettleItem],
     ) -> Result<Vec<BatchResult>, EngineError> {
         let pairs = pairs_json(items.iter().map(|i| (i.seq_number, i.lock_token.as_str())));
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let exists = program.step(&QUEUE_EXISTS, vec![queue.into()]);
         let renewed = program.step(&RENEW, vec![queue.into(), pairs.as_str().into()]);
         let now_after = program.step(&NOW_AFTER, vec![]);

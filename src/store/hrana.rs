@@ -148,8 +148,9 @@ fn write_base64(f: &mut std::fmt::Formatter<'_>, input: &[u8], out: &mut [u8]) -
     f.write_str(std::str::from_utf8(&out[..n]).map_err(|_| std::fmt::Error)?)
 }
 
-/// Step conditions evaluated by the server between steps of one batch.
-#[derive(Debug, Clone, Serialize)]
+/// Step conditions evaluated by the server between steps of one batch
+/// (read back by the group commit, `store::group`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Condition {
     Ok { step: usize },

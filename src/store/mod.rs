@@ -22,6 +22,7 @@
 //! * while the isolate's write breaker is open ([`health`]), a write is not
 //!   sent at all: [`StoreError::WritesPaused`].
 
+pub mod group;
 pub mod health;
 pub mod hrana;
 pub mod migrate;
@@ -286,7 +287,7 @@ impl<T: Transport> Store<T> {
     ) -> Result<BatchResult, StoreError> {
         let mut last = StoreError::Unavailable("no attempt made".into());
         for attempt in 1..=MAX_ATTEMPTS {
-            match self.exchange(body, write, stats).await {
+            match self.exchange(body, write, None, stats).await {
                 Ok(result) => return Ok(result),
                 Err(Retryable::Yes(e)) => last = e,
                 Err(Retryable::No(e)) => return Err(e),
@@ -302,7 +303,8 @@ impl<T: Transport> Store<T> {
     }
 
     async fn attempt(&self, program: &Program<'_>, body: &str, stats: &mut RunStats) -> Attempt {
-        let result = match self.exchange(body, program.write, stats).await {
+        let group = program.group().filter(|_| program.write);
+        let result = match self.exchange(body, program.write, group, stats).await {
             Ok(result) => result,
             Err(Retryable::Yes(e)) => return Attempt::Retry(e),
             Err(Retryable::No(e)) => return Attempt::Done(Err(e.into())),
@@ -312,11 +314,14 @@ impl<T: Transport> Store<T> {
 
     /// One HTTP exchange, parsed down to the batch result. A write first
     /// asks the breaker, and tells it whether the database answered. A run
-    /// whose fetch budget is spent sends nothing: `Unavailable`.
+    /// whose fetch budget is spent sends nothing: `Unavailable`. A write
+    /// with a `group` may go out in one batch with that queue's other
+    /// writes in flight (the transport decides).
     async fn exchange(
         &self,
         body: &str,
         write: bool,
+        group: Option<&str>,
         stats: &mut RunStats,
     ) -> Result<BatchResult, Retryable> {
         if stats.fetches >= stats.fetch_limit {
@@ -337,7 +342,10 @@ impl<T: Transport> Store<T> {
             None => None,
         };
         stats.fetches += 1;
-        let sent = self.transport.send_pipeline(body).await;
+        let sent = match group {
+            Some(queue) => self.transport.send_grouped(queue, body).await,
+            None => self.transport.send_pipeline(body).await,
+        };
         if let Some(permit) = permit {
             match &sent {
                 Err(TransportError::AnswerLost(_)) => permit.no_progress(),

@@ -59,6 +59,9 @@ pub struct Program<'a> {
     pub(crate) now: Option<i64>,
     /// A read that also performs the schema check (see [`Program::head`]).
     pub(crate) head: Option<ProgramStep<'a>>,
+    /// The queue whose concurrent writes this one may share a transaction
+    /// with (group commit, `store::group`); `None` always goes alone.
+    pub(crate) group: Option<String>,
 }
 
 impl<'a> Program<'a> {
@@ -71,7 +74,23 @@ impl<'a> Program<'a> {
             prelude: None,
             now: None,
             head: None,
+            group: None,
         }
+    }
+
+    /// A write transaction on `queue` that may run in one batch with the
+    /// other writes on that queue in flight at the same time (group commit,
+    /// docs/engine.md#group-commit): it answers exactly as it would alone.
+    pub fn write_on(queue: &str) -> Self {
+        Program {
+            group: Some(queue.to_owned()),
+            ..Program::write()
+        }
+    }
+
+    /// The queue this write may be grouped on.
+    pub fn group(&self) -> Option<&str> {
+        self.group.as_deref()
     }
 
     /// A read-only transaction: one consistent snapshot, no write lock.

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 /// What the database's HTTP endpoint answered.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpReply {
     pub status: u16,
     pub body: Vec<u8>,
@@ -53,6 +53,19 @@ impl TransportError {
 pub trait Transport {
     fn send_pipeline(&self, body: &str) -> impl Future<Output = Result<HttpReply, TransportError>>;
 
+    /// Sends a write program's pipeline that may share one transaction with
+    /// the other writes on `queue` in flight (group commit,
+    /// [`super::group`]); the answer is the one it would have had alone. A
+    /// transport without a coalescer sends it alone.
+    fn send_grouped(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> impl Future<Output = Result<HttpReply, TransportError>> {
+        let _ = queue;
+        self.send_pipeline(body)
+    }
+
     /// Waits between retry attempts on the platform's own timer.
     fn pause(&self, millis: u32) -> impl Future<Output = ()>;
 }
@@ -60,6 +73,14 @@ pub trait Transport {
 impl<T: Transport> Transport for &T {
     fn send_pipeline(&self, body: &str) -> impl Future<Output = Result<HttpReply, TransportError>> {
         (**self).send_pipeline(body)
+    }
+
+    fn send_grouped(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> impl Future<Output = Result<HttpReply, TransportError>> {
+        (**self).send_grouped(queue, body)
     }
 
     fn pause(&self, millis: u32) -> impl Future<Output = ()> {

@@ -60,7 +60,7 @@ impl<T: Transport> Engine<T> {
         archive: bool,
     ) -> Result<Vec<i64>, EngineError> {
         let list = serde_json::to_string(ids_in).unwrap_or_else(|_| "[]".into());
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         program.head(&QUEUE_HEAD, vec![queue.into()]);
         if archive {
             program.step(&ARCHIVE_COPY, vec![queue.into(), list.as_str().into()]);
@@ -84,7 +84,7 @@ impl<T: Transport> Engine<T> {
         vt: VisibleAt,
     ) -> Result<PgmqMessage, EngineError> {
         let (relative, absolute) = vt.params()?;
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         program.head(&QUEUE_HEAD, vec![queue.into()]);
         let set = program.step(
             &SET_VT,

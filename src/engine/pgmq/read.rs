@@ -113,7 +113,7 @@ impl<T: Transport> Engine<T> {
         stats: &mut RunStats,
     ) -> Result<Claimed<PgmqMessage>, EngineError> {
         let queue = request.queue.as_str();
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let head = program.head(claim_head(mark), vec![queue.into(), "".into()]);
         let housekeeping = self.housekeeping(&mut program, queue);
         let mut args = vec![

@@ -87,7 +87,7 @@ impl<T: Transport> Engine<T> {
             EngineError::InvalidArgument(format!("messages cannot be encoded: {e}"))
         })?;
         let queue = request.queue.as_str();
-        let mut program = Program::write();
+        let mut program = Program::write_on(queue);
         let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
         let grouped = program.guard(&GROUP_FIFO, vec![queue.into()]);
         let insert = program.step(

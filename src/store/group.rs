@@ -1,0 +1,712 @@
+//! Group commit (docs/engine.md#group-commit): write programs of one queue
+//! that are in flight at the same time reach the database as **one**
+//! pipeline, one `BEGIN IMMEDIATE … COMMIT`, each program inside its own
+//! savepoint, so sqld's fixed cost per request (a connection, parsing, two
+//! fsyncs of its log per commit) is paid once per batch instead of once
+//! per RPC.
+//!
+//! One protocol, three pieces, all here:
+//! * [`merge`] splices the pipelines members would have sent alone into
+//!   one batch: each member's `BEGIN` becomes `SAVEPOINT member`, its
+//!   `COMMIT` `RELEASE member`, its `ROLLBACK` `ROLLBACK TO member` (then
+//!   `RELEASE`), its conditions shifted to where its steps now stand;
+//! * [`split`] turns the batch's answer back into the answer each member
+//!   would have had alone, so the store classifies it exactly as before;
+//! * [`Coalescer`] forms the batches: a lone submission goes out at once
+//!   (no timer, no linger); what arrives while a batch is in flight forms
+//!   the next one, bounded by [`Bounds`]. Each batch is sent by one of its
+//!   own members (the first), so every request makes at most one database
+//!   request per attempt.
+//!
+//! Members run one after another in one transaction: each sees the effects
+//! of those before it, exactly as if they had run alone in that order, and
+//! a member whose guard fires rolls back only its own savepoint. The batch
+//! commits only if every member closed its savepoint; when it does not
+//! commit, no member applied, and each is told so ([`Verdict::Retry`]).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use futures_channel::oneshot;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::hrana::{Condition, HranaError};
+use super::transport::{HttpReply, Transport, TransportError};
+
+/// What a batch may hold, well inside Turso's 5 s transaction limit and
+/// sqld's request limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Members per batch.
+    pub members: usize,
+    /// Encoded pipeline bytes per batch (members' bodies added up).
+    pub bytes: usize,
+    /// Statements per batch.
+    pub statements: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            members: 64,
+            bytes: 4 * 1024 * 1024,
+            statements: 1_000,
+        }
+    }
+}
+
+/// Largest pipeline a member may be: a larger program (a Send near the
+/// request cap) goes to the database directly, on its own.
+pub const MEMBER_MAX_BYTES: usize = 512 * 1024;
+
+/// What one member learns of its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The database's answer as it would have been to the member alone: its
+    /// status and a pipeline response holding its own batch result.
+    Answer(HttpReply),
+    /// Provably not applied (the batch did not commit, or was never sent):
+    /// the member may be sent again.
+    Retry(String),
+    /// The batch may have committed, but its answer was lost.
+    Lost(String),
+    /// The submission is not a write program's pipeline.
+    Invalid(String),
+}
+
+impl Verdict {
+    /// The verdict as a transport outcome, for the store's usual
+    /// classification (an invalid submission never reached the database).
+    pub fn into_reply(self) -> Result<HttpReply, TransportError> {
+        match self {
+            Verdict::Answer(reply) => Ok(reply),
+            Verdict::Retry(m) | Verdict::Invalid(m) => Err(TransportError::NotSent(m)),
+            Verdict::Lost(m) => Err(TransportError::AnswerLost(m)),
+        }
+    }
+}
+
+/// One member, parsed from the pipeline it would have sent alone
+/// (`store::encode`: `BEGIN IMMEDIATE`, its steps, `COMMIT`, `ROLLBACK`).
+#[derive(Debug)]
+pub struct Member {
+    steps: Vec<InStep>,
+    bytes: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct InPipeline {
+    requests: Vec<InRequest>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InRequest {
+    #[serde(default)]
+    batch: Option<InBatch>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InBatch {
+    steps: Vec<InStep>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InStep {
+    #[serde(default)]
+    condition: Option<Condition>,
+    stmt: Box<RawValue>,
+}
+
+impl Member {
+    /// Parses a write program's pipeline body; anything else is refused.
+    pub fn parse(body: &str) -> Result<Member, String> {
+        let pipeline: InPipeline =
+            serde_json::from_str(body).map_err(|e| format!("not a pipeline: {e}"))?;
+        let mut batches = pipeline.requests.into_iter().filter_map(|r| r.batch);
+        let (Some(batch), None) = (batches.next(), batches.next()) else {
+            return Err("a member carries exactly one batch".into());
+        };
+        let steps = batch.steps;
+        let n = steps.len();
+        let shaped = n >= 4
+            && steps[0].condition.is_none()
+            && steps[0].stmt.get().contains("\"BEGIN IMMEDIATE\"")
+            && steps[n - 2].stmt.get().contains("\"COMMIT\"")
+            && steps[n - 1].stmt.get().contains("\"ROLLBACK\"");
+        if !shaped {
+            return Err("a member is a write program: BEGIN IMMEDIATE … COMMIT, ROLLBACK".into());
+        }
+        Ok(Member {
+            steps,
+            bytes: body.len(),
+        })
+    }
+
+    fn statements(&self) -> usize {
+        self.steps.len() + 2
+    }
+}
+
+/// Where a member's steps stand in the merged batch.
+#[derive(Debug, Clone, Copy)]
+struct Placement {
+    /// Index of its `SAVEPOINT` (its own step 0).
+    base: usize,
+    /// Steps it had alone (`BEGIN` … `ROLLBACK`).
+    len: usize,
+}
+
+impl Placement {
+    fn release(&self) -> usize {
+        self.base + self.len - 2
+    }
+    fn rollback_to(&self) -> usize {
+        self.base + self.len - 1
+    }
+    fn release_after_rollback(&self) -> usize {
+        self.base + self.len
+    }
+    /// Its savepoint was closed either way: the transaction is still open
+    /// and the next member may start.
+    fn closed(&self) -> Condition {
+        Condition::Or {
+            conds: vec![
+                Condition::Ok {
+                    step: self.release(),
+                },
+                Condition::Ok {
+                    step: self.release_after_rollback(),
+                },
+            ],
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OutPipeline<'a> {
+    baton: Option<String>,
+    requests: [OutRequest<'a>; 2],
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutRequest<'a> {
+    Batch { batch: OutBatch<'a> },
+    Close,
+}
+
+#[derive(Serialize)]
+struct OutBatch<'a> {
+    steps: Vec<OutStep<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutStep<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    condition: Option<Condition>,
+    stmt: &'a RawValue,
+}
+
+/// The statements the batch adds around its members (texts constant, as
+/// every statement the store sends).
+const BEGIN: &str = r#"{"sql":"BEGIN IMMEDIATE","args":[],"want_rows":false}"#;
+const SAVEPOINT: &str = r#"{"sql":"SAVEPOINT member","args":[],"want_rows":false}"#;
+const RELEASE: &str = r#"{"sql":"RELEASE member","args":[],"want_rows":false}"#;
+const ROLLBACK_TO: &str = r#"{"sql":"ROLLBACK TO member","args":[],"want_rows":false}"#;
+const COMMIT: &str = r#"{"sql":"COMMIT","args":[],"want_rows":false}"#;
+const ROLLBACK: &str = r#"{"sql":"ROLLBACK","args":[],"want_rows":false}"#;
+
+fn raw(text: &'static str) -> &'static RawValue {
+    // The texts above are valid JSON: the fallback is never taken.
+    serde_json::from_str(text).unwrap_or(RawValue::NULL)
+}
+
+/// The merged pipeline of `members`, in order, and where each one stands.
+pub struct Merged {
+    pub body: String,
+    placements: Vec<Placement>,
+    commit: usize,
+}
+
+/// Shifts a member's condition by `base`; its step 0 (`BEGIN`) is now its
+/// `SAVEPOINT`, at `base`.
+fn shift(condition: &Condition, base: usize) -> Condition {
+    match condition {
+        Condition::Ok { step } => Condition::Ok { step: base + step },
+        Condition::Not { cond } => Condition::Not {
+            cond: Box::new(shift(cond, base)),
+        },
+        Condition::And { conds } => Condition::And {
+            conds: conds.iter().map(|c| shift(c, base)).collect(),
+        },
+        Condition::Or { conds } => Condition::Or {
+            conds: conds.iter().map(|c| shift(c, base)).collect(),
+        },
+    }
+}
+
+/// Splices `members` into one transaction (see the module doc).
+pub fn merge(members: &[Member]) -> Merged {
+    let mut steps: Vec<OutStep> = vec![OutStep {
+        condition: None,
+        stmt: raw(BEGIN),
+    }];
+    let mut placements = Vec::with_capacity(members.len());
+    let mut open = Condition::Ok { step: 0 };
+    for member in members {
+        let at = Placement {
+            base: steps.len(),
+            len: member.steps.len(),
+        };
+        steps.push(OutStep {
+            condition: Some(open),
+            stmt: raw(SAVEPOINT),
+        });
+        let last = member.steps.len() - 1;
+        for (i, step) in member.steps.iter().enumerate().skip(1) {
+            let (condition, stmt) = if i == last {
+                // Its own ROLLBACK ran when its COMMIT did not.
+                let own = Condition::And {
+                    conds: vec![
+                        Condition::Ok { step: at.base },
+                        Condition::Not {
+                            cond: Box::new(Condition::Ok { step: at.release() }),
+                        },
+                    ],
+                };
+                (Some(own), raw(ROLLBACK_TO))
+            } else if i == last - 1 {
+                (
+                    step.condition.as_ref().map(|c| shift(c, at.base)),
+                    raw(RELEASE),
+                )
+            } else {
+                (
+                    step.condition.as_ref().map(|c| shift(c, at.base)),
+                    &*step.stmt,
+                )
+            };
+            steps.push(OutStep { condition, stmt });
+        }
+        steps.push(OutStep {
+            condition: Some(Condition::Ok {
+                step: at.rollback_to(),
+            }),
+            stmt: raw(RELEASE),
+        });
+        open = at.closed();
+        placements.push(at);
+    }
+    let commit = steps.len();
+    steps.push(OutStep {
+        condition: Some(open),
+        stmt: raw(COMMIT),
+    });
+    steps.push(OutStep {
+        condition: Some(Condition::Not {
+            cond: Box::new(Condition::Ok { step: commit }),
+        }),
+        stmt: raw(ROLLBACK),
+    });
+    let pipeline = OutPipeline {
+        baton: None,
+        requests: [
+            OutRequest::Batch {
+                batch: OutBatch { steps },
+            },
+            OutRequest::Close,
+        ],
+    };
+    Merged {
+        body: serde_json::to_string(&pipeline).unwrap_or_default(),
+        placements,
+        commit,
+    }
+}
+
+#[derive(Deserialize)]
+struct AnswerPipeline {
+    results: Vec<AnswerResult>,
+}
+
+#[derive(Deserialize)]
+struct AnswerResult {
+    #[serde(default)]
+    response: Option<AnswerResponse>,
+    #[serde(default)]
+    error: Option<HranaError>,
+}
+
+#[derive(Deserialize)]
+struct AnswerResponse {
+    #[serde(default)]
+    result: Option<AnswerBatch>,
+}
+
+#[derive(Deserialize)]
+struct AnswerBatch {
+    step_results: Vec<Option<Box<RawValue>>>,
+    step_errors: Vec<Option<Box<RawValue>>>,
+}
+
+#[derive(Serialize)]
+struct MemberAnswer<'a> {
+    baton: Option<String>,
+    base_url: Option<String>,
+    results: [MemberResult<'a>; 2],
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum MemberResult<'a> {
+    Ok { response: MemberResponse<'a> },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum MemberResponse<'a> {
+    Batch { result: MemberBatch<'a> },
+    Close,
+}
+
+#[derive(Serialize)]
+struct MemberBatch<'a> {
+    step_results: Vec<Option<&'a RawValue>>,
+    step_errors: Vec<Option<&'a RawValue>>,
+}
+
+fn pick(list: &[Option<Box<RawValue>>], i: usize) -> Option<&RawValue> {
+    list.get(i).and_then(|v| v.as_deref())
+}
+
+/// A statement's result where the member's own `COMMIT` stood: the batch
+/// committed with the member's savepoint released.
+const COMMITTED: &str = r#"{"cols":[],"rows":[],"affected_row_count":0,"last_insert_rowid":null}"#;
+
+/// Each member's verdict from the database's answer to the merged batch.
+pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<Verdict> {
+    let all = |verdict: Verdict| vec![verdict; merged.placements.len()];
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(TransportError::NotSent(m)) => return all(Verdict::Retry(m)),
+        Err(TransportError::AnswerLost(m)) => return all(Verdict::Lost(m)),
+    };
+    if reply.status != 200 {
+        // The same status for everyone: the store classifies it as before.
+        return all(Verdict::Answer(reply));
+    }
+    let parsed: AnswerPipeline = match serde_json::from_slice(&reply.body) {
+        Ok(p) => p,
+        Err(e) => return all(Verdict::Lost(format!("unreadable batch answer: {e}"))),
+    };
+    let Some(first) = parsed.results.into_iter().next() else {
+        return all(Verdict::Lost("batch answer without results".into()));
+    };
+    let batch = match (first.response.and_then(|r| r.result), first.error) {
+        (Some(batch), _) => batch,
+        // The stream itself failed before the batch ran: nothing applied.
+        (None, Some(error)) => return all(Verdict::Retry(error.message)),
+        (None, None) => return all(Verdict::Lost("batch answer without its result".into())),
+    };
+    let ran = |i: usize| batch.step_results.get(i).is_some_and(Option::is_some);
+    if !ran(merged.commit) {
+        // No COMMIT: the final ROLLBACK ran, or the transaction was already
+        // gone (an error that rolls back everything). Either way nothing of
+        // the batch applied. Only a ROLLBACK that failed for another reason
+        // leaves the outcome open.
+        let rollback_failed = batch
+            .step_errors
+            .get(merged.commit + 1)
+            .and_then(Option::as_ref)
+            .and_then(|e| serde_json::from_str::<HranaError>(e.get()).ok());
+        return match rollback_failed {
+            Some(e) if !e.message.contains("no transaction is active") => all(Verdict::Lost(
+                format!("the batch's rollback failed: {}", e.message),
+            )),
+            _ => all(Verdict::Retry("the batch did not commit".into())),
+        };
+    }
+    let committed = raw(COMMITTED);
+    merged
+        .placements
+        .iter()
+        .map(|at| {
+            let mut step_results = Vec::with_capacity(at.len);
+            let mut step_errors = Vec::with_capacity(at.len);
+            for i in 0..at.len {
+                let index = at.base + i;
+                if i == at.len - 2 {
+                    // Its COMMIT: released and the batch committed.
+                    step_results.push(ran(at.release()).then_some(committed));
+                    step_errors.push(None);
+                } else if i == at.len - 1 {
+                    step_results.push(pick(&batch.step_results, at.rollback_to()));
+                    step_errors.push(None);
+                } else {
+                    step_results.push(pick(&batch.step_results, index));
+                    step_errors.push(pick(&batch.step_errors, index));
+                }
+            }
+            let answer = MemberAnswer {
+                baton: None,
+                base_url: None,
+                results: [
+                    MemberResult::Ok {
+                        response: MemberResponse::Batch {
+                            result: MemberBatch {
+                                step_results,
+                                step_errors,
+                            },
+                        },
+                    },
+                    MemberResult::Ok {
+                        response: MemberResponse::Close,
+                    },
+                ],
+            };
+            match serde_json::to_vec(&answer) {
+                Ok(body) => Verdict::Answer(HttpReply { status: 200, body }),
+                Err(e) => Verdict::Lost(format!("member answer not encodable: {e}")),
+            }
+        })
+        .collect()
+}
+
+/// A submission waiting for its batch.
+struct Waiting {
+    member: Member,
+    signal: oneshot::Sender<Signal>,
+}
+
+enum Signal {
+    /// Send the next batch: the waiter is its first member, and learns its
+    /// own verdict on the receiver it is handed.
+    Lead(oneshot::Receiver<Signal>),
+    Done(Verdict),
+}
+
+#[derive(Default)]
+struct State {
+    /// A batch is in flight (or about to be): new arrivals wait.
+    busy: bool,
+    waiting: VecDeque<Waiting>,
+}
+
+/// How batches formed, for Observe and `make bench`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BatchStats {
+    pub batches: u64,
+    pub members: u64,
+    /// The largest batch so far.
+    pub largest: u64,
+}
+
+/// Forms batches of the submissions of one queue (one per wake object,
+/// or one per queue in a native process). Single-writer state behind a
+/// mutex that is never held across an await.
+#[derive(Default)]
+pub struct Coalescer {
+    state: Mutex<State>,
+    bounds: Bounds,
+    stats: Mutex<BatchStats>,
+}
+
+impl Coalescer {
+    pub fn new(bounds: Bounds) -> Self {
+        Coalescer {
+            bounds,
+            ..Coalescer::default()
+        }
+    }
+
+    pub fn stats(&self) -> BatchStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `body` (a write program's pipeline) in the next batch through
+    /// `transport`, and answers what the member would have been answered
+    /// alone.
+    pub async fn submit<T: Transport>(&self, transport: &T, body: &str) -> Verdict {
+        let member = match Member::parse(body) {
+            Ok(member) => member,
+            Err(e) => return Verdict::Invalid(e),
+        };
+        let (signal, signalled) = oneshot::channel();
+        let lead_now = {
+            let mut state = self.state();
+            state.waiting.push_back(Waiting { member, signal });
+            !std::mem::replace(&mut state.busy, true)
+        };
+        let own = if lead_now {
+            signalled
+        } else {
+            let mut wait = Wait {
+                coalescer: self,
+                signalled,
+            };
+            match (&mut wait.signalled).await {
+                Ok(Signal::Done(verdict)) => return verdict,
+                Ok(Signal::Lead(own)) => own,
+                // The batch holding it was dropped mid-flight: it may have run.
+                Err(_) => return Verdict::Lost("the batch was abandoned".into()),
+            }
+        };
+        let handoff = Handoff(self);
+        self.lead(transport).await;
+        drop(handoff);
+        match own.await {
+            Ok(Signal::Done(verdict)) => verdict,
+            _ => Verdict::Lost("the batch was abandoned".into()),
+        }
+    }
+
+    /// Takes the next batch from the front (the leader's own submission
+    /// first), sends it, and answers every member.
+    async fn lead<T: Transport>(&self, transport: &T) {
+        let batch = self.take_batch();
+        let (members, signals): (Vec<Member>, Vec<_>) =
+            batch.into_iter().map(|w| (w.member, w.signal)).unzip();
+        if let Ok(mut stats) = self.stats.lock() {
+            stats.batches += 1;
+            stats.members += members.len() as u64;
+            stats.largest = stats.largest.max(members.len() as u64);
+        }
+        let merged = merge(&members);
+        let reply = transport.send_pipeline(&merged.body).await;
+        for (signal, verdict) in signals.into_iter().zip(split(&merged, reply)) {
+            let _ = signal.send(Signal::Done(verdict));
+        }
+    }
+
+    fn take_batch(&self) -> Vec<Waiting> {
+        let mut state = self.state();
+        let (mut bytes, mut statements) = (0, 2);
+        let mut batch = Vec::new();
+        while let Some(next) = state.waiting.front() {
+            if next.signal.is_canceled() {
+                // Its requester is gone before it ran: it never runs.
+                state.waiting.pop_front();
+                continue;
+            }
+            let fits = batch.len() < self.bounds.members
+                && bytes + next.member.bytes <= self.bounds.bytes
+                && statements + next.member.statements() <= self.bounds.statements;
+            if !fits && !batch.is_empty() {
+                break;
+            }
+            bytes += next.member.bytes;
+            statements += next.member.statements();
+            if let Some(waiting) = state.waiting.pop_front() {
+                batch.push(waiting);
+            }
+        }
+        batch
+    }
+}
+
+/// A submission waiting behind a batch in flight. Dropped after the lead
+/// was handed to it but before it led (its request went away), it passes
+/// the lead on, so the waiters behind it are never stranded.
+struct Wait<'a> {
+    coalescer: &'a Coalescer,
+    signalled: oneshot::Receiver<Signal>,
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if let Ok(Some(Signal::Lead(_))) = self.signalled.try_recv() {
+            drop(Handoff(self.coalescer));
+        }
+    }
+}
+
+/// Passes the lead on when a leader finishes or is dropped mid-batch: the
+/// first waiter still listening sends the next batch (its own submission
+/// back at the front); with none, the coalescer is idle again.
+struct Handoff<'a>(&'a Coalescer);
+
+impl Drop for Handoff<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.state();
+        while let Some(next) = state.waiting.pop_front() {
+            let (own, learns) = oneshot::channel();
+            if next.signal.send(Signal::Lead(learns)).is_ok() {
+                state.waiting.push_front(Waiting {
+                    member: next.member,
+                    signal: own,
+                });
+                return;
+            }
+        }
+        state.busy = false;
+    }
+}
+
+/// A transport whose grouped writes go through one [`Coalescer`] per
+/// queue in this process: the native counterpart of the Worker's wake
+/// objects, for tests and tools that share one process.
+pub struct GroupedTransport<T> {
+    inner: T,
+    bounds: Bounds,
+    queues: Mutex<std::collections::HashMap<String, std::sync::Arc<Coalescer>>>,
+}
+
+impl<T> GroupedTransport<T> {
+    pub fn new(inner: T, bounds: Bounds) -> Self {
+        GroupedTransport {
+            inner,
+            bounds,
+            queues: Mutex::default(),
+        }
+    }
+
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// The batches formed so far, over every queue.
+    pub fn stats(&self) -> BatchStats {
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        queues.values().fold(BatchStats::default(), |sum, c| {
+            let s = c.stats();
+            BatchStats {
+                batches: sum.batches + s.batches,
+                members: sum.members + s.members,
+                largest: sum.largest.max(s.largest),
+            }
+        })
+    }
+
+    fn coalescer(&self, queue: &str) -> std::sync::Arc<Coalescer> {
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        queues
+            .entry(queue.to_owned())
+            .or_insert_with(|| std::sync::Arc::new(Coalescer::new(self.bounds)))
+            .clone()
+    }
+}
+
+impl<T: Transport> Transport for GroupedTransport<T> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        self.inner.send_pipeline(body).await
+    }
+
+    async fn send_grouped(&self, queue: &str, body: &str) -> Result<HttpReply, TransportError> {
+        if body.len() > MEMBER_MAX_BYTES {
+            return self.inner.send_pipeline(body).await;
+        }
+        self.coalescer(queue)
+            .submit(&self.inner, body)
+            .await
+            .into_reply()
+    }
+
+    async fn pause(&self, millis: u32) {
+        self.inner.pause(millis).await
+    }
+}

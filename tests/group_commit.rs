@@ -1,0 +1,696 @@
+//! Group commit (docs/engine.md#group-commit): concurrent writes of a queue
+//! share one transaction, and each answers exactly as it would alone.
+//!
+//! The differential test drives two brokers with the same seeded mix of
+//! requests (both dialects, every ordering mode, dedup, attempt ids, dead
+//! letters, TTL, settlements with right, wrong and replayed tokens): one
+//! sends each round's requests one after another on the direct path, the
+//! other sends them all at once through the coalescer, so they meet in
+//! batches. The coalescer runs a batch's members in arrival order, which on
+//! one thread is the order the requests were issued: the two brokers must
+//! give the same answers (lock tokens aside) and end with the same rows.
+
+mod support;
+
+use std::sync::Arc;
+
+use mqlite_edge::engine::{Clock, Engine, Limits};
+use mqlite_edge::http::{Config, Isolate, Request, Service};
+use mqlite_edge::store::group::{Bounds, GroupedTransport};
+use mqlite_edge::store::Transport;
+use serde_json::{json, Value};
+use support::{b64, query, InProcess, NoWait, TempDb, ADMIN, ADMIN_AUTH, T0};
+
+/// A broker over its own database and manual clock.
+struct Broker<T> {
+    service: Service<T>,
+    clock: Clock,
+    temp: TempDb,
+}
+
+fn config() -> Config {
+    Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()))
+        .expect("valid test configuration")
+}
+
+fn direct() -> Broker<InProcess> {
+    let temp = TempDb::new();
+    let clock = Clock::manual(T0);
+    let transport = InProcess {
+        db: temp.db.clone(),
+    };
+    let service = Service::new(
+        Ok((config(), transport)),
+        clock.clone(),
+        Arc::new(Isolate::new(T0)),
+    );
+    Broker {
+        service,
+        clock,
+        temp,
+    }
+}
+
+/// Every grouped write through one coalescer, whatever its queue: seqs are
+/// drawn from one sequence over all queues, so only one batch at a time
+/// keeps the commit order the issue order across queues too.
+struct OneGroup(GroupedTransport<InProcess>);
+
+impl Transport for OneGroup {
+    async fn send_pipeline(
+        &self,
+        body: &str,
+    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        self.0.send_pipeline(body).await
+    }
+    async fn send_grouped(
+        &self,
+        _queue: &str,
+        body: &str,
+    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        self.0.send_grouped("all", body).await
+    }
+    async fn pause(&self, millis: u32) {
+        self.0.pause(millis).await
+    }
+}
+
+fn one_group() -> Broker<OneGroup> {
+    let temp = TempDb::new();
+    let clock = Clock::manual(T0);
+    let transport = OneGroup(GroupedTransport::new(
+        InProcess {
+            db: temp.db.clone(),
+        },
+        Bounds::default(),
+    ));
+    let service = Service::new(
+        Ok((config(), transport)),
+        clock.clone(),
+        Arc::new(Isolate::new(T0)),
+    );
+    Broker {
+        service,
+        clock,
+        temp,
+    }
+}
+
+fn grouped(bounds: Bounds) -> Broker<GroupedTransport<InProcess>> {
+    let temp = TempDb::new();
+    let clock = Clock::manual(T0);
+    let transport = GroupedTransport::new(
+        InProcess {
+            db: temp.db.clone(),
+        },
+        bounds,
+    );
+    let service = Service::new(
+        Ok((config(), transport)),
+        clock.clone(),
+        Arc::new(Isolate::new(T0)),
+    );
+    Broker {
+        service,
+        clock,
+        temp,
+    }
+}
+
+/// One request of the mix: method, path and JSON body.
+#[derive(Debug, Clone)]
+struct Call {
+    method: &'static str,
+    path: String,
+    body: Value,
+}
+
+impl<T: Transport> Broker<T> {
+    async fn call(&self, call: &Call) -> (u16, Value) {
+        let request = Request {
+            method: call.method.into(),
+            path: call.path.clone(),
+            headers: vec![
+                ("Authorization".into(), ADMIN_AUTH.into()),
+                ("Content-Type".into(), "application/json".into()),
+            ],
+        };
+        let body = if call.body.is_null() {
+            Vec::new()
+        } else {
+            call.body.to_string().into_bytes()
+        };
+        let response = self.service.handle(&request, body, &NoWait).await;
+        let json = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+        (response.status, json)
+    }
+
+    /// Every row the broker keeps about messages, lock tokens aside.
+    async fn rows(&self) -> Vec<Vec<Value>> {
+        let inspect = Engine::new(
+            InProcess {
+                db: self.temp.db.clone(),
+            },
+            self.clock.clone(),
+            Limits::default(),
+        );
+        let mut rows = query(
+            &inspect,
+            "SELECT id, queue, state, visible_at, expires_at, delivery_count, group_id,
+               message_id, dead_letter_reason, hex(body), locked_until IS NULL
+             FROM messages ORDER BY id",
+        )
+        .await;
+        rows.extend(
+            query(
+                &inspect,
+                "SELECT name, sent_total FROM queues ORDER BY name",
+            )
+            .await,
+        );
+        rows.extend(
+            query(
+                &inspect,
+                "SELECT queue, dedup_key, seq_number FROM dedup ORDER BY queue, dedup_key",
+            )
+            .await,
+        );
+        rows
+    }
+}
+
+/// An answer with its lock tokens replaced by their position among the
+/// answer's tokens, so two brokers' answers compare.
+fn masked(mut answer: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if k == "lock_token" {
+                        *v = json!("<token>");
+                    } else {
+                        walk(v);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut answer);
+    answer
+}
+
+/// A message a broker has received, so later settlements can name it.
+#[derive(Debug, Clone)]
+struct Held {
+    queue: String,
+    seq: i64,
+    token: String,
+}
+
+/// The symbolic requests: a settlement names the n-th message received so
+/// far, and each broker fills in its own token for it.
+#[derive(Debug, Clone)]
+enum Op {
+    Plain(Call),
+    Settle {
+        rpc: &'static str,
+        held: usize,
+        wrong_token: bool,
+        extra: Value,
+    },
+    ReceiveDeferred {
+        held: usize,
+    },
+}
+
+const QUEUES: [&str; 3] = ["std", "grp", "strict"];
+
+fn rpc(name: &str, body: Value) -> Call {
+    Call {
+        method: "POST",
+        path: format!("/mqlite.v1.{name}"),
+        body,
+    }
+}
+
+fn pgmq(method: &'static str, path: &str, body: Value) -> Call {
+    Call {
+        method,
+        path: path.into(),
+        body,
+    }
+}
+
+fn setup_calls() -> Vec<Call> {
+    vec![
+        rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "std", "config": {"max_delivery_count": 2, "dedup_window_ms": 60000,
+                   "lock_duration_ms": 5000}}),
+        ),
+        rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "grp", "config": {"ordering_mode": "group_fifo", "lock_duration_ms": 5000}}),
+        ),
+        rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "strict", "config": {"ordering_mode": "strict_fifo",
+                   "default_ttl_ms": 20000, "lock_duration_ms": 5000}}),
+        ),
+        pgmq("PUT", "/v1/queues/pg", Value::Null),
+    ]
+}
+
+struct Mix {
+    rng: support_rng::Rng,
+    next_body: u64,
+    held: usize,
+}
+
+impl Mix {
+    fn op(&mut self) -> Op {
+        let queue = *self.rng.pick(&QUEUES);
+        let roll = self.rng.below(100);
+        self.next_body += 1;
+        let body = b64(&format!("m{}", self.next_body));
+        match roll {
+            0..=29 => {
+                let mut message = json!({"body": body});
+                if queue == "grp" && !self.rng.one_in(8) {
+                    message["group_id"] = json!(format!("g{}", self.rng.below(3)));
+                }
+                if queue == "std" && self.rng.one_in(3) {
+                    message["message_id"] = json!(format!("d{}", self.rng.below(4)));
+                }
+                let mut messages = vec![message];
+                if self.rng.one_in(4) {
+                    messages.push(json!({"body": b64("second"), "group_id": "g0"}));
+                }
+                Op::Plain(rpc(
+                    "QueueService/Send",
+                    json!({"queue": queue, "messages": messages}),
+                ))
+            }
+            30..=49 => {
+                let mut request = json!({"queue": queue, "max_messages": 1 + self.rng.below(3)});
+                if self.rng.one_in(4) {
+                    request["receive_attempt_id"] = json!(format!("a{}", self.rng.below(3)));
+                }
+                if self.rng.one_in(6) {
+                    request["receive_mode"] = json!("receive_and_delete");
+                }
+                Op::Plain(rpc("QueueService/Receive", request))
+            }
+            50..=74 if self.held > 0 => {
+                let rpc = *self.rng.pick(&[
+                    "QueueService/Complete",
+                    "QueueService/Complete",
+                    "QueueService/Abandon",
+                    "QueueService/Reject",
+                    "QueueService/Defer",
+                    "QueueService/Renew",
+                ]);
+                Op::Settle {
+                    rpc,
+                    held: self.rng.below(self.held),
+                    wrong_token: self.rng.one_in(6),
+                    extra: json!({}),
+                }
+            }
+            75..=79 if self.held > 0 => Op::ReceiveDeferred {
+                held: self.rng.below(self.held),
+            },
+            80..=84 => Op::Plain(rpc(
+                "QueueService/Schedule",
+                json!({"queue": queue, "messages": [{"body": body, "group_id": "g1"}],
+                       "scheduled_enqueue_time_ms": T0 + 1_000_000_000}),
+            )),
+            85..=89 => Op::Plain(pgmq(
+                "POST",
+                "/v1/queues/pg/messages",
+                json!({"message": {"n": self.next_body}, "headers": {"h": 1}}),
+            )),
+            90..=94 => Op::Plain(pgmq(
+                "POST",
+                if self.rng.one_in(3) {
+                    "/v1/queues/pg/pop"
+                } else {
+                    "/v1/queues/pg/read"
+                },
+                json!({"vt": 3, "qty": 1 + self.rng.below(2)}),
+            )),
+            95..=96 => Op::Plain(pgmq(
+                "DELETE",
+                &format!("/v1/queues/pg/messages/{}", 1 + self.rng.below(12)),
+                Value::Null,
+            )),
+            97 => Op::Plain(pgmq(
+                "POST",
+                "/v1/queues/pg/messages/archive",
+                json!({"msg_ids": [1 + self.rng.below(12), 1 + self.rng.below(12)]}),
+            )),
+            _ => Op::Plain(rpc("QueueService/Stats", json!({"queue": queue}))),
+        }
+    }
+}
+
+/// Whether an op reads only (and so goes to the database directly).
+fn is_read(op: &Op) -> bool {
+    matches!(op, Op::Plain(call) if call.path.ends_with("/Stats"))
+}
+
+/// Fills in a symbolic op against what `held` says this broker received.
+fn resolve(op: &Op, held: &[Held]) -> Call {
+    match op {
+        Op::Plain(call) => call.clone(),
+        Op::Settle {
+            rpc: name,
+            held: n,
+            wrong_token,
+            extra,
+        } => {
+            let h = &held[*n];
+            let token = if *wrong_token {
+                "0".repeat(32)
+            } else {
+                h.token.clone()
+            };
+            let mut body = json!({"queue": h.queue, "seq_number": h.seq, "lock_token": token});
+            if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+                b.extend(e.clone());
+            }
+            rpc(name, body)
+        }
+        Op::ReceiveDeferred { held: n } => {
+            let h = &held[*n];
+            rpc(
+                "QueueService/ReceiveDeferred",
+                json!({"queue": h.queue, "seq_numbers": [h.seq]}),
+            )
+        }
+    }
+}
+
+/// Records the messages an answer handed out (with this broker's tokens).
+fn remember(call: &Call, answer: &Value, held: &mut Vec<Held>) {
+    let Some(queue) = call.body.get("queue").and_then(Value::as_str) else {
+        return;
+    };
+    for m in answer["messages"].as_array().into_iter().flatten() {
+        if let (Some(seq), Some(token)) = (
+            m["seq_number"].as_i64(),
+            m["lock_token"].as_str().filter(|t| !t.is_empty()),
+        ) {
+            held.push(Held {
+                queue: queue.to_owned(),
+                seq,
+                token: token.to_owned(),
+            });
+        }
+    }
+}
+
+mod support_rng {
+    /// splitmix64: a seeded, reproducible stream (`MQLITE_GROUP_SEED`).
+    pub struct Rng(u64);
+
+    impl Rng {
+        pub fn new(seed: u64) -> Rng {
+            Rng(seed)
+        }
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+        pub fn one_in(&mut self, n: usize) -> bool {
+            self.below(n) == 0
+        }
+        pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[self.below(items.len())]
+        }
+    }
+}
+
+/// Runs `rounds` rounds of up to 8 concurrent requests through both brokers
+/// and compares every answer and the final rows.
+async fn differential(seed: u64, rounds: usize) {
+    let alone = direct();
+    let together = one_group();
+    for call in setup_calls() {
+        let a = alone.call(&call).await;
+        let b = together.call(&call).await;
+        assert_eq!(a, b, "setup {call:?}");
+    }
+    let mut mix = Mix {
+        rng: support_rng::Rng::new(seed),
+        next_body: 0,
+        held: 0,
+    };
+    let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
+    let mut batched = 0;
+    for round in 0..rounds {
+        let mut ops: Vec<Op> = (0..1 + mix.rng.below(8)).map(|_| mix.op()).collect();
+        // Reads never wait for a batch: they run after the round's writes.
+        let reads = ops.iter().filter(|op| is_read(op)).count();
+        ops.sort_by_key(is_read);
+        let calls_a: Vec<Call> = ops.iter().map(|op| resolve(op, &held_a)).collect();
+        let calls_b: Vec<Call> = ops.iter().map(|op| resolve(op, &held_b)).collect();
+        let mut answers_a = Vec::new();
+        for call in &calls_a {
+            answers_a.push(alone.call(call).await);
+        }
+        let writes = calls_b.len() - reads;
+        let mut answers_b =
+            futures_util::future::join_all(calls_b[..writes].iter().map(|c| together.call(c)))
+                .await;
+        for call in &calls_b[writes..] {
+            answers_b.push(together.call(call).await);
+        }
+        for (i, (a, b)) in answers_a.iter().zip(&answers_b).enumerate() {
+            assert_eq!(
+                (a.0, masked(a.1.clone())),
+                (b.0, masked(b.1.clone())),
+                "seed {seed} round {round} request {i}: {:?}",
+                calls_a[i]
+            );
+            remember(&calls_a[i], &a.1, &mut held_a);
+            remember(&calls_b[i], &b.1, &mut held_b);
+        }
+        mix.held = held_a.len();
+        batched += writes.saturating_sub(1);
+        // Leases, TTLs and backoffs run out between some rounds.
+        let step = *mix.rng.pick(&[0, 0, 100, 1_000, 6_000, 25_000]);
+        alone.clock.advance(step);
+        together.clock.advance(step);
+    }
+    assert_eq!(
+        alone.rows().await,
+        together.rows().await,
+        "seed {seed}: final rows"
+    );
+    let stats = together
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .0
+        .stats();
+    assert!(
+        stats.largest > 1 && stats.members > stats.batches,
+        "seed {seed}: no batch formed ({stats:?}, {batched} requests behind another)"
+    );
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("MQLITE_GROUP_SEED") {
+        Ok(seed) => vec![seed.parse().expect("MQLITE_GROUP_SEED is a number")],
+        Err(_) => vec![1, 2, 3, 4],
+    }
+}
+
+#[tokio::test]
+async fn concurrent_mixes_answer_as_they_would_alone_and_leave_the_same_rows() {
+    for seed in seeds() {
+        differential(seed, 50).await;
+    }
+}
+
+/// The mix above must actually form batches, or it proves nothing.
+#[tokio::test]
+async fn concurrent_writes_of_a_queue_meet_in_batches() {
+    let broker = grouped(Bounds::default());
+    broker.call(&setup_calls()[0]).await;
+    let sends: Vec<Call> = (0..8)
+        .map(|i| {
+            rpc(
+                "QueueService/Send",
+                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
+            )
+        })
+        .collect();
+    let before = broker.temp.db.pipeline_requests();
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    let seqs: Vec<i64> = answers
+        .iter()
+        .map(|(status, json)| {
+            assert_eq!(*status, 200, "{json}");
+            json["seq_numbers"][0].as_i64().expect("a seq")
+        })
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=8).collect::<Vec<_>>(),
+        "arrival order is commit order"
+    );
+    // The first went out alone at once; the other seven formed one batch.
+    assert_eq!(broker.temp.db.pipeline_requests() - before, 2);
+    let stats = broker
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .stats();
+    assert_eq!((stats.batches, stats.members, stats.largest), (2, 8, 7));
+}
+
+/// One member's guard rolls back only its own savepoint: the others in the
+/// batch commit, and it answers as it would alone.
+#[tokio::test]
+async fn a_rejected_member_rolls_back_alone() {
+    let broker = grouped(Bounds::default());
+    broker.call(&setup_calls()[1]).await;
+    let calls = vec![
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "grp", "messages": [{"body": b64("first"), "group_id": "g"}]}),
+        ),
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "grp", "messages": [{"body": b64("a"), "group_id": "g"}]}),
+        ),
+        // No group id on a group_fifo queue: 400 group_required.
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "grp", "messages": [{"body": b64("b")}]}),
+        ),
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "missing", "messages": [{"body": b64("c")}]}),
+        ),
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "grp", "messages": [{"body": b64("d"), "group_id": "g"}]}),
+        ),
+    ];
+    let answers = futures_util::future::join_all(calls.iter().map(|c| broker.call(c))).await;
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(statuses, vec![200, 200, 400, 404, 200], "{answers:?}");
+    assert_eq!(answers[2].1["code"], "group_required");
+    assert_eq!(answers[1].1["seq_numbers"], json!([2]));
+    assert_eq!(answers[4].1["seq_numbers"], json!([3]));
+    let stats = broker
+        .call(&rpc("QueueService/Stats", json!({"queue": "grp"})))
+        .await;
+    assert_eq!(stats.1["active"], 3, "{stats:?}");
+}
+
+/// A batch whose answer is lost makes each of its writes `outcome_unknown`;
+/// none gets another's answer.
+#[tokio::test]
+async fn a_lost_batch_answer_is_outcome_unknown_for_every_member() {
+    struct LosesBatches(InProcess);
+    impl Transport for LosesBatches {
+        async fn send_pipeline(
+            &self,
+            body: &str,
+        ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+            let reply = self.0.send_pipeline(body).await;
+            if body.contains("SAVEPOINT member") {
+                return Err(mqlite_edge::store::TransportError::AnswerLost(
+                    "cut for the test".into(),
+                ));
+            }
+            reply
+        }
+        async fn pause(&self, _millis: u32) {}
+    }
+    let temp = TempDb::new();
+    let clock = Clock::manual(T0);
+    let transport = GroupedTransport::new(
+        LosesBatches(InProcess {
+            db: temp.db.clone(),
+        }),
+        Bounds::default(),
+    );
+    let service = Service::new(
+        Ok((config(), transport)),
+        clock.clone(),
+        Arc::new(Isolate::new(T0)),
+    );
+    let broker = Broker {
+        service,
+        clock,
+        temp,
+    };
+    broker.call(&setup_calls()[0]).await;
+    let sends: Vec<Call> = (0..3)
+        .map(|i| {
+            rpc(
+                "QueueService/Send",
+                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
+            )
+        })
+        .collect();
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    for (status, json) in &answers {
+        assert_eq!(
+            (*status, json["code"].as_str()),
+            (503, Some("outcome_unknown")),
+            "{json}"
+        );
+    }
+    // They did commit (the answer was lost after the commit).
+    let stats = broker
+        .call(&rpc("QueueService/Stats", json!({"queue": "std"})))
+        .await;
+    assert_eq!(stats.1["active"], 3, "{stats:?}");
+}
+
+/// The bounds cut batches: with at most 2 members, 7 waiting writes go out
+/// as 4 batches after the first.
+#[tokio::test]
+async fn batches_respect_their_member_bound() {
+    let broker = grouped(Bounds {
+        members: 2,
+        ..Bounds::default()
+    });
+    broker.call(&setup_calls()[0]).await;
+    let sends: Vec<Call> = (0..8)
+        .map(|i| {
+            rpc(
+                "QueueService/Send",
+                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
+            )
+        })
+        .collect();
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
+    let stats = broker
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .stats();
+    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+}
