@@ -1,10 +1,16 @@
 # Two commands: `make dev` runs the broker locally, `make test` runs every test.
+# `make serve` runs it on plain workerd, the production runtime.
 # Both install whatever is missing first (see scripts/setup.sh). `make check` is
 # the fast loop: formatting, lints (native and wasm) and the native tests.
-.PHONY: dev test check bench build
+.PHONY: dev serve test check bench build
 
 dev:
 	bash scripts/dev.sh
+
+# The built Worker on plain workerd (no wrangler), as in production;
+# SERVE_PROCESSES=N runs N workerd processes on PORT, PORT+1, ...
+serve:
+	MQLITE_SERVE=workerd bash scripts/dev.sh
 
 test:
 	bash scripts/test.sh

@@ -2,6 +2,9 @@
 # `make dev`: installs what is missing, builds, starts a local libSQL server
 # (unless LIBSQL_URL points at one), applies migrations and runs the Worker
 # under `wrangler dev` on 127.0.0.1 until Ctrl-C.
+# `make serve` (MQLITE_SERVE=workerd): the same, but the built Worker runs on
+# plain workerd (no wrangler: the production runtime, its Durable Objects
+# in memory), in SERVE_PROCESSES processes on PORT, PORT+1, … (default 1).
 #
 #   PORT           Worker port (default 8787)
 #   LIBSQL_PORT    local libSQL server port (default 8080)
@@ -32,6 +35,12 @@ log "building the Worker and the local tools"
 bash scripts/build-worker.sh
 cargo build --release --quiet -p mqlite-libsql -p mqlite-edge --features mqlite-edge/native \
   || die "native build failed"
+serve="${MQLITE_SERVE:-}"
+if [ "$serve" = workerd ]; then
+  cargo build --release --quiet -p mqlite-bench --bin mqlite-serve || die "building mqlite-serve failed"
+  workerd_bin="$(find "$NPM_DIR/node_modules/@cloudflare" -path '*/workerd-linux-*/bin/workerd' -type f 2>/dev/null | head -n 1)"
+  [ -x "$workerd_bin" ] || die "no workerd binary under $NPM_DIR/node_modules/@cloudflare (rerun scripts/setup.sh)"
+fi
 
 pids=()
 # Every process below this shell, from the parent links in /proc (wrangler's
@@ -109,26 +118,38 @@ LIBSQL_AUTH_TOKEN="$db_token" target/release/mqlite-edge-migrate --url "$db_url"
   || die "applying migrations to $db_url failed"
 
 tokens="${MQLITE_TOKENS:-mqk_$(python3 -c 'import secrets; print(secrets.token_hex(32))')}"
-# Created empty with mode 0600 before any secret is written into it.
-( umask 077 && : > "$DEV_VARS" )
-chmod 600 "$DEV_VARS"
-{
-  printf '%s\n' "$DEV_VARS_MARK"
-  printf 'MQLITE_DB="%s"\n' "$db_url"
-  printf 'MQLITE_TOKENS="%s"\n' "$tokens"
-  [ -n "$db_token" ] && printf 'MQLITE_DB_AUTH_TOKEN="%s"\n' "$db_token"
-  [ -n "${MQLITE_MONITOR_TOKENS:-}" ] && printf 'MQLITE_MONITOR_TOKENS="%s"\n' "$MQLITE_MONITOR_TOKENS"
-  true
-} >> "$DEV_VARS"
+runtime="wrangler dev"
+if [ "$serve" = workerd ]; then
+  runtime="plain workerd, ${SERVE_PROCESSES:-1} process(es) from port $PORT"
+  # Secrets in the environment of the launcher only (never a command line);
+  # it writes them into a workerd config only its owner can read.
+  MQLITE_DB="$db_url" MQLITE_TOKENS="$tokens" MQLITE_DB_AUTH_TOKEN="$db_token" \
+    MQLITE_SERVE_WORKERD="$workerd_bin" MQLITE_E2E_ROOT="$REPO_ROOT" \
+    setsid target/release/mqlite-serve --port "$PORT" --processes "${SERVE_PROCESSES:-1}" &
+  pids+=($!)
+  wait_for_http "http://127.0.0.1:$PORT/healthz" 60 || die "workerd did not start on port $PORT"
+else
+  # Created empty with mode 0600 before any secret is written into it.
+  ( umask 077 && : > "$DEV_VARS" )
+  chmod 600 "$DEV_VARS"
+  {
+    printf '%s\n' "$DEV_VARS_MARK"
+    printf 'MQLITE_DB="%s"\n' "$db_url"
+    printf 'MQLITE_TOKENS="%s"\n' "$tokens"
+    [ -n "$db_token" ] && printf 'MQLITE_DB_AUTH_TOKEN="%s"\n' "$db_token"
+    [ -n "${MQLITE_MONITOR_TOKENS:-}" ] && printf 'MQLITE_MONITOR_TOKENS="%s"\n' "$MQLITE_MONITOR_TOKENS"
+    true
+  } >> "$DEV_VARS"
 
-MQLITE_SKIP_BUILD=1 setsid "$WRANGLER_BIN" dev --local --ip 127.0.0.1 --port "$PORT" \
-  --inspector-port "$INSPECTOR_PORT" --show-interactive-dev-session=false &
-pids+=($!)
-wait_for_http "http://127.0.0.1:$PORT/healthz" 60 || die "wrangler dev did not start on port $PORT"
+  MQLITE_SKIP_BUILD=1 setsid "$WRANGLER_BIN" dev --local --ip 127.0.0.1 --port "$PORT" \
+    --inspector-port "$INSPECTOR_PORT" --show-interactive-dev-session=false &
+  pids+=($!)
+  wait_for_http "http://127.0.0.1:$PORT/healthz" 60 || die "wrangler dev did not start on port $PORT"
+fi
 
 cat <<MSG
 
-  mqlite-edge is running
+  mqlite-edge is running ($runtime)
     URL:          http://127.0.0.1:$PORT
     console:      http://127.0.0.1:$PORT/ui  (sign in with the admin token)
     admin token:  ${tokens%%,*}

@@ -19,7 +19,7 @@ use crate::wire::ApiError;
 
 mod waker;
 
-use waker::Waker;
+use waker::{Committer, Grouped, Waker};
 
 /// Room a pipeline needs beyond its request's bytes (statement texts,
 /// copies): see [`WorkerBody::read`].
@@ -93,6 +93,13 @@ fn wake_switch(env: &Env) -> bool {
     *ON.get_or_init(|| waker::switched_on(binding(env, "MQLITE_WAKE")))
 }
 
+/// Whether group commit is on (`MQLITE_COALESCE`), read on the isolate's
+/// first request like the rest of the configuration.
+fn coalesce_switch(env: &Env) -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| waker::coalescing_on(binding(env, "MQLITE_COALESCE")))
+}
+
 /// The cron trigger: one maintenance pass over every queue (idle queues
 /// converge, janitors, DLQ retention). Requests never depend on it.
 #[event(scheduled)]
@@ -120,7 +127,16 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     let waker = Waker::from_env(&env, wake_switch(&env));
     let waiter = WorkerWaiter::start(waker.clone());
     let isolate = isolate();
-    let setup = setup(&isolate, &env);
+    let setup = setup(&isolate, &env).map(|(config, database)| {
+        let committer = Committer::from_env(&env, coalesce_switch(&env), database.timeout_ms);
+        (
+            config,
+            WorkerTransport {
+                database,
+                committer,
+            },
+        )
+    });
     let service = Service::new(setup, Clock::Database, isolate);
     let request = http::Request {
         method: req.method().to_string(),
@@ -417,6 +433,32 @@ fn describe(error: &JsValue) -> String {
         .map(|e| String::from(e.to_string()))
         .or_else(|| error.as_string())
         .unwrap_or_else(|| format!("{error:?}"))
+}
+
+/// The Worker's transport: pipelines to the database, and grouped writes
+/// through their queue's object when group commit is on.
+struct WorkerTransport {
+    database: DatabaseFetch,
+    committer: Option<Committer>,
+}
+
+impl Transport for WorkerTransport {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        self.database.post(body).await
+    }
+
+    async fn send_grouped(&self, queue: &str, body: &str) -> Result<HttpReply, TransportError> {
+        if let Some(committer) = &self.committer {
+            if let Grouped::Outcome(outcome) = committer.commit(queue, body).await {
+                return outcome;
+            }
+        }
+        self.database.post(body).await
+    }
+
+    async fn pause(&self, millis: u32) {
+        self.database.pause(millis).await
+    }
 }
 
 impl Transport for DatabaseFetch {

@@ -34,9 +34,8 @@ use serde_json::{json, Value};
 
 mod memory;
 mod sqld;
-mod workerd;
+use mqlite_e2e::workerd::Workerd;
 use sqld::Sqld;
-use workerd::Workerd;
 
 struct Settings {
     requests: usize,

@@ -14,6 +14,7 @@ use serde_json::Value;
 pub mod proxy;
 pub mod rng;
 pub mod wake;
+pub mod workerd;
 
 /// sqld's flag that avoids its write deadlock under concurrent writers
 /// (docs/sqld-concurrency.md): every sqld the project starts uses it.

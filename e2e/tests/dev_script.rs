@@ -2,6 +2,9 @@
 //! token, serves an authenticated request, hands its secrets to wrangler
 //! through `.dev.vars` (mode 0600) and never on a command line, and on
 //! SIGTERM leaves no process behind (wrangler, workerd, the libSQL server).
+//! `make serve` (the same script with `MQLITE_SERVE=workerd`) likewise, on
+//! two plain workerd processes, with concurrent writes through each one's
+//! group commit objects.
 //!
 //! Needs `MQLITE_E2E_ROOT` (the repository, with the Worker built and the
 //! tools installed, as `scripts/test.sh` leaves them).
@@ -125,18 +128,40 @@ fn secret_token() -> String {
 
 #[test]
 fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
+    run_script(Runtime::WranglerDev);
+}
+
+#[test]
+fn make_serve_runs_plain_workerd_processes_and_stops_cleanly() {
+    run_script(Runtime::PlainWorkerd { processes: 2 });
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runtime {
+    WranglerDev,
+    PlainWorkerd { processes: u16 },
+}
+
+fn run_script(runtime: Runtime) {
     let root = PathBuf::from(
         std::env::var("MQLITE_E2E_ROOT").expect("MQLITE_E2E_ROOT must name the repository"),
     );
     let dev_vars = root.join(".dev.vars");
+    let dev = runtime == Runtime::WranglerDev;
     assert!(
-        !dev_vars.exists(),
+        !dev || !dev_vars.exists(),
         "{} exists: make dev refuses to overwrite it",
         dev_vars.display()
     );
     let token = secret_token();
     let port = free_port();
-    let child = Command::new("bash")
+    let mut command = Command::new("bash");
+    if let Runtime::PlainWorkerd { processes } = runtime {
+        command
+            .env("MQLITE_SERVE", "workerd")
+            .env("SERVE_PROCESSES", processes.to_string());
+    }
+    let child = command
         .arg("scripts/dev.sh")
         .current_dir(&root)
         .env("PORT", port.to_string())
@@ -207,11 +232,16 @@ fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
     assert_eq!(url, format!("http://127.0.0.1:{port}"));
     assert_eq!(printed_token.as_deref(), Some(token.as_str()));
 
-    let mode = std::fs::metadata(&dev_vars)
-        .expect(".dev.vars exists while make dev runs")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, ".dev.vars mode {mode:o}");
+    if dev {
+        let mode = std::fs::metadata(&dev_vars)
+            .expect(".dev.vars exists while make dev runs")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, ".dev.vars mode {mode:o}");
+    }
+    if let Runtime::PlainWorkerd { processes } = runtime {
+        concurrent_writes_on_every_process(port, processes, &token);
+    }
 
     let answer = ureq::post(&format!("{url}/mqlite.v1.AdminService/ListQueues"))
         .set("Authorization", &format!("Bearer {token}"))
@@ -251,9 +281,14 @@ fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
     let _ = watcher.join();
 
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
-    for name in ["mqlite-libsql", "workerd"] {
+    let expected: &[&str] = if dev {
+        &["mqlite-libsql", "workerd"]
+    } else {
+        &["mqlite-libsql", "workerd", "mqlite-serve"]
+    };
+    for name in expected {
         assert!(
-            seen.values().any(|n| n == name),
+            seen.values().any(|n| n == *name),
             "{name} was among the processes watched: {seen:?}"
         );
     }
@@ -274,5 +309,54 @@ fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
         leaks.is_empty(),
         "the admin token on a command line: {leaks:#?}"
     );
-    assert!(!dev_vars.exists(), ".dev.vars removed on exit");
+    if dev {
+        assert!(!dev_vars.exists(), ".dev.vars removed on exit");
+    }
+}
+
+/// Every process serves, and concurrent Sends through each (its group
+/// commit objects) all commit, each with its own seq.
+fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
+    let rpc = |port: u16, name: &str, body: &str| {
+        ureq::post(&format!("http://127.0.0.1:{port}/mqlite.v1.{name}"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .send_string(body)
+            .map_err(|e| format!("{name} on port {port}: {e}"))
+            .and_then(|r| r.into_string().map_err(|e| e.to_string()))
+    };
+    rpc(
+        port,
+        "AdminService/CreateQueue",
+        r#"{"name":"serve","config":{}}"#,
+    )
+    .expect("CreateQueue");
+    let seqs: Vec<String> = std::thread::scope(|scope| {
+        let sends: Vec<_> = (0..16u16)
+            .map(|i| {
+                let port = port + i % processes;
+                scope.spawn(move || {
+                    rpc(
+                        port,
+                        "QueueService/Send",
+                        r#"{"queue":"serve","messages":[{"body":"aGk="}]}"#,
+                    )
+                })
+            })
+            .collect();
+        sends
+            .into_iter()
+            .map(|s| s.join().expect("a sender").expect("a Send commits"))
+            .collect()
+    });
+    let mut unique = seqs.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 16, "16 distinct seqs: {seqs:?}");
+    let stats = rpc(
+        port + processes - 1,
+        "QueueService/Stats",
+        r#"{"queue":"serve"}"#,
+    )
+    .expect("Stats");
+    assert!(stats.contains(r#""active":16"#), "{stats}");
 }

@@ -15,7 +15,10 @@ use worker::{
     Result, State,
 };
 
+use super::DatabaseFetch;
 use crate::engine::{Parked, PARK_MAX_MS};
+use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
+use crate::store::{HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
 /// The binding `wrangler.toml` declares.
@@ -49,12 +52,17 @@ enum Fault {
     Drop,
 }
 
-/// One queue's wake object: parked waiters and the latest notification's
-/// database time. It keeps no storage, so an evicted object is simply a
-/// fresh board (waiters re-check the database at least every `PARK_MAX_MS`).
+/// One queue's object: parked waiters and the latest notification's
+/// database time, and the queue's group commit (`/commit`,
+/// docs/engine.md#group-commit): the writes of the queue in flight at the
+/// same time go to the database as one transaction. It keeps no storage,
+/// so an evicted object is simply a fresh board and an idle coalescer
+/// (waiters re-check the database at least every `PARK_MAX_MS`).
 #[durable_object(fetch)]
 pub struct QueueWaker {
     board: RefCell<Board<Waiting>>,
+    coalescer: Coalescer,
+    database: std::result::Result<DatabaseFetch, String>,
     fault: Fault,
 }
 
@@ -67,15 +75,20 @@ impl DurableObject for QueueWaker {
         };
         QueueWaker {
             board: RefCell::new(Board::default()),
+            coalescer: Coalescer::default(),
+            database: DatabaseFetch::from_env(&|name| super::binding(&env, name)),
             fault,
         }
     }
 
-    async fn fetch(&self, req: Request) -> Result<Response> {
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let url = req.url()?;
+        if url.path() == "/commit" {
+            return self.commit(&mut req).await;
+        }
         if self.fault == Fault::Error {
             return Response::error("wake fault injected", 500);
         }
-        let url = req.url()?;
         let arg = |name: &str| {
             url.query_pairs()
                 .find(|(k, _)| k == name)
@@ -111,6 +124,138 @@ impl DurableObject for QueueWaker {
             }
             _ => Response::error("not found", 404),
         }
+    }
+}
+
+impl QueueWaker {
+    /// One write program of this queue, run in the next batch.
+    async fn commit(&self, req: &mut Request) -> Result<Response> {
+        let database = match (&self.database, self.fault) {
+            (_, Fault::Error) => {
+                return verdict_response(GROUP_UNAVAILABLE, "fault injected", None)
+            }
+            (Err(e), _) => return verdict_response(GROUP_UNAVAILABLE, e, None),
+            (Ok(database), _) => database,
+        };
+        let body = req.text().await?;
+        match self.coalescer.submit(database, &body).await {
+            Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
+            Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
+            Verdict::Lost(m) => verdict_response(GROUP_LOST, &m, None),
+            Verdict::Invalid(m) => verdict_response(GROUP_UNAVAILABLE, &m, None),
+        }
+    }
+}
+
+/// The header a `/commit` answer carries its verdict in; an answer
+/// without it (the runtime failing the object) proves nothing.
+const GROUP_VERDICT: &str = "x-mqlite-group";
+/// The database's own status, beside an `answer` verdict.
+const GROUP_DB_STATUS: &str = "x-mqlite-db-status";
+const GROUP_ANSWER: &str = "answer";
+const GROUP_RETRY: &str = "retry";
+const GROUP_LOST: &str = "lost";
+/// The object will not run it (no database configured, a fault): the
+/// Worker sends it directly.
+const GROUP_UNAVAILABLE: &str = "unavailable";
+
+fn verdict_response(verdict: &str, detail: &str, reply: Option<HttpReply>) -> Result<Response> {
+    let (status, body) = match reply {
+        Some(reply) => (reply.status, reply.body),
+        None => (0, detail.as_bytes().to_vec()),
+    };
+    let mut response = Response::from_bytes(body)?;
+    let headers = response.headers_mut();
+    headers.set(GROUP_VERDICT, verdict)?;
+    headers.set(GROUP_DB_STATUS, &status.to_string())?;
+    Ok(response)
+}
+
+/// Whether the `MQLITE_COALESCE` value leaves group commit on (unset: on).
+pub fn coalescing_on(switch: Option<String>) -> bool {
+    switched_on(switch)
+}
+
+/// The Worker's side of the group commit: a write program goes to its
+/// queue's object, which answers what the database answered it.
+#[derive(Clone)]
+pub struct Committer {
+    namespace: ObjectNamespace,
+    /// Bound on one call: the batch before it and its own.
+    timeout_ms: u64,
+}
+
+/// What the Worker does with a grouped write.
+pub enum Grouped {
+    /// The object ran it (or may have): this is the outcome.
+    Outcome(std::result::Result<HttpReply, TransportError>),
+    /// The object did not take it: send it to the database directly.
+    Direct,
+}
+
+impl Committer {
+    /// The binding, unless absent or `on` is false (`MQLITE_COALESCE=off`).
+    pub fn from_env(env: &Env, on: bool, db_timeout_ms: u64) -> Option<Self> {
+        if !on {
+            return None;
+        }
+        env.durable_object(BINDING).ok().map(|namespace| Committer {
+            namespace,
+            timeout_ms: 2 * db_timeout_ms + PARK_SLACK_MS,
+        })
+    }
+
+    /// Runs `body` in `queue`'s next batch.
+    pub async fn commit(&self, queue: &str, body: &str) -> Grouped {
+        if body.len() > MEMBER_MAX_BYTES {
+            return Grouped::Direct;
+        }
+        let Ok(stub) = self.namespace.get_by_name(queue) else {
+            return Grouped::Direct;
+        };
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_body(Some(worker::wasm_bindgen::JsValue::from_str(body)));
+        let Ok(request) = Request::new_with_init(&format!("{ORIGIN}/commit"), &init) else {
+            return Grouped::Direct;
+        };
+        let exchange = async {
+            let mut response = stub
+                .fetch_with_request(request)
+                .await
+                .map_err(|e| TransportError::AnswerLost(format!("group commit object: {e}")))?;
+            let header = |name: &str| response.headers().get(name).ok().flatten();
+            let verdict = header(GROUP_VERDICT);
+            let db_status = header(GROUP_DB_STATUS).and_then(|s| s.parse::<u16>().ok());
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| TransportError::AnswerLost(format!("group commit answer: {e}")))?;
+            Ok((verdict, db_status, body))
+        };
+        let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
+        let answer = match select(pin!(exchange), pin!(timeout)).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(_) => {
+                return Grouped::Outcome(Err(TransportError::AnswerLost(format!(
+                    "no group commit answer within {} ms",
+                    self.timeout_ms
+                ))))
+            }
+        };
+        let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
+        Grouped::Outcome(match answer {
+            Err(e) => Err(e),
+            Ok((Some(v), Some(status), body)) if v == GROUP_ANSWER => {
+                Ok(HttpReply { status, body })
+            }
+            Ok((Some(v), _, body)) if v == GROUP_RETRY => Err(TransportError::NotSent(text(&body))),
+            Ok((Some(v), _, _)) if v == GROUP_UNAVAILABLE => return Grouped::Direct,
+            Ok((_, _, body)) => Err(TransportError::AnswerLost(format!(
+                "group commit object: {}",
+                text(&body).chars().take(200).collect::<String>()
+            ))),
+        })
     }
 }
 

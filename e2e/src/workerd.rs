@@ -1,9 +1,12 @@
 //! The built Worker under plain `workerd serve` — no `wrangler dev` proxy in
-//! front — for benchmarks closer to the production runtime. Writes a capnp
-//! config embedding copies of `build/index.js` (ES module) and
-//! `build/index_bg.wasm` (wasm module), with `wrangler.toml`'s compatibility date and `[vars]` plus
-//! `MQLITE_DB` and `MQLITE_TOKENS` as text bindings, and outbound network to
-//! loopback allowed. Killed on drop.
+//! front — for benchmarks closer to the production runtime and for `make
+//! serve`. Writes a capnp config embedding copies of `build/index.js` (ES
+//! module) and `build/index_bg.wasm` (wasm module), with `wrangler.toml`'s
+//! compatibility date and `[vars]` plus `MQLITE_DB`, `MQLITE_TOKENS` and
+//! any extra variables as text bindings, the `QueueWaker` Durable Object
+//! namespace bound as `MQLITE_WAKER` (wake hints and group commit, objects
+//! kept in memory), and outbound network to loopback allowed. Killed on
+//! drop.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,6 +26,19 @@ impl Workerd {
         db_url: &str,
         token: &str,
     ) -> Result<Workerd, String> {
+        Self::start_with(workerd, root, db_url, token, &[], None)
+    }
+
+    /// [`Workerd::start`] with `extra` variables (they win over
+    /// `wrangler.toml`'s), on `port` (a free one when `None`).
+    pub fn start_with(
+        workerd: &Path,
+        root: &Path,
+        db_url: &str,
+        token: &str,
+        extra: &[(String, String)],
+        port: Option<u16>,
+    ) -> Result<Workerd, String> {
         let manifest = std::fs::read_to_string(root.join("wrangler.toml"))
             .map_err(|e| format!("wrangler.toml: {e}"))?;
         let date = toml_string(&manifest, "", "compatibility_date")
@@ -30,12 +46,17 @@ impl Workerd {
         let mut vars: Vec<(String, String)> = table_strings(&manifest, "vars");
         vars.push(("MQLITE_DB".into(), db_url.into()));
         vars.push(("MQLITE_TOKENS".into(), token.into()));
-        let port = mqlite_e2e::free_port();
+        for (k, v) in extra {
+            vars.retain(|(name, _)| name != k);
+            vars.push((k.clone(), v.clone()));
+        }
+        let port = port.unwrap_or_else(crate::free_port);
         let build = root.join("build");
-        let bindings: Vec<String> = vars
+        let mut bindings: Vec<String> = vars
             .iter()
             .map(|(k, v)| format!("(name = {k:?}, text = {v:?})"))
             .collect();
+        bindings.push(r#"(name = "MQLITE_WAKER", durableObjectNamespace = "QueueWaker")"#.into());
         let config = format!(
             r#"using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
@@ -52,6 +73,8 @@ const worker :Workerd.Worker = (
   ],
   compatibilityDate = {date:?},
   bindings = [{bindings}],
+  durableObjectNamespaces = [(className = "QueueWaker", uniqueKey = "mqlite-queue-waker", enableSql = true)],
+  durableObjectStorage = (inMemory = void),
   globalOutbound = "net",
 );
 "#,
@@ -60,6 +83,13 @@ const worker :Workerd.Worker = (
         let dir =
             std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // The config holds the secrets: only its owner may read it.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
         // workerd embeds files relative to the config: copies sit beside it.
         for module in ["index.js", "index_bg.wasm"] {
             std::fs::copy(build.join(module), dir.join(module))
@@ -98,6 +128,11 @@ const worker :Workerd.Worker = (
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
     }
 }
 

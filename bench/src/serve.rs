@@ -1,0 +1,76 @@
+//! `mqlite-serve`: the built Worker on plain `workerd` (no wrangler), the
+//! production-like runtime behind `make serve` (scripts/dev.sh with
+//! `MQLITE_SERVE=workerd`): the `QueueWaker` Durable Object bound as in
+//! `wrangler.toml`, `[vars]` from `wrangler.toml`, and every `MQLITE_*`
+//! variable of the environment on top (`MQLITE_DB` and `MQLITE_TOKENS`
+//! required; secrets arrive in the environment, never on a command line).
+//! With `--processes N`, N independent workerd processes serve on ports
+//! `--port` … `--port + N - 1`, each with its own objects (as separate
+//! machines would be). Runs until it is signalled or a process exits.
+//!
+//! Usage: `mqlite-serve --port 8787 [--processes 1]`, with
+//! `MQLITE_SERVE_WORKERD` naming the workerd binary and `MQLITE_E2E_ROOT`
+//! the checkout (default: the current directory).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mqlite_e2e::workerd::Workerd;
+
+/// Variables that configure this launcher, not the Worker.
+const OWN: [&str; 4] = [
+    "MQLITE_SERVE",
+    "MQLITE_SERVE_WORKERD",
+    "MQLITE_DB",
+    "MQLITE_TOKENS",
+];
+
+fn main() {
+    let mut port = 8787u16;
+    let mut processes = 1u16;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().and_then(|v| v.parse::<u16>().ok());
+        match (flag.as_str(), value) {
+            ("--port", Some(p)) => port = p,
+            ("--processes", Some(n)) if n >= 1 => processes = n,
+            _ => fail("usage: mqlite-serve --port P [--processes N]"),
+        }
+    }
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let workerd = env("MQLITE_SERVE_WORKERD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| fail("MQLITE_SERVE_WORKERD (the workerd binary) is not set"));
+    let root = env("MQLITE_E2E_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let db = env("MQLITE_DB").unwrap_or_else(|| fail("MQLITE_DB is not set"));
+    let tokens = env("MQLITE_TOKENS").unwrap_or_else(|| fail("MQLITE_TOKENS is not set"));
+    let extra: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("MQLITE_") && !k.starts_with("MQLITE_E2E"))
+        .filter(|(k, _)| !OWN.contains(&k.as_str()))
+        .collect();
+    let mut served = Vec::new();
+    for i in 0..processes {
+        match Workerd::start_with(&workerd, &root, &db, &tokens, &extra, Some(port + i)) {
+            Ok(w) => {
+                println!("workerd {} serving {} (pid {})", i + 1, w.base, w.pid());
+                served.push(w);
+            }
+            Err(e) => fail(&e),
+        }
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        for w in served.iter_mut() {
+            if w.exited() {
+                fail(&format!("workerd {} exited", w.base));
+            }
+        }
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("mqlite-serve: {message}");
+    std::process::exit(1);
+}
