@@ -220,10 +220,17 @@ impl Committer {
             return Grouped::Direct;
         };
         let exchange = async {
-            let mut response = stub
-                .fetch_with_request(request)
-                .await
-                .map_err(|e| TransportError::AnswerLost(format!("group commit object: {e}")))?;
+            let mut response = match stub.fetch_with_request(request).await {
+                Ok(response) => response,
+                // The platform refused the call before the object saw it (a
+                // plan limit, an overloaded object): nothing ran.
+                Err(e) if refused_before_delivery(&e.to_string()) => return Ok(None),
+                Err(e) => {
+                    return Err(TransportError::AnswerLost(format!(
+                        "group commit object: {e}"
+                    )))
+                }
+            };
             let header = |name: &str| response.headers().get(name).ok().flatten();
             let verdict = header(GROUP_VERDICT);
             let db_status = header(GROUP_DB_STATUS).and_then(|s| s.parse::<u16>().ok());
@@ -231,7 +238,7 @@ impl Committer {
                 .bytes()
                 .await
                 .map_err(|e| TransportError::AnswerLost(format!("group commit answer: {e}")))?;
-            Ok((verdict, db_status, body))
+            Ok(Some((verdict, db_status, body)))
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
@@ -246,17 +253,29 @@ impl Committer {
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
         Grouped::Outcome(match answer {
             Err(e) => Err(e),
-            Ok((Some(v), Some(status), body)) if v == GROUP_ANSWER => {
+            Ok(None) => return Grouped::Direct,
+            Ok(Some((Some(v), Some(status), body))) if v == GROUP_ANSWER => {
                 Ok(HttpReply { status, body })
             }
-            Ok((Some(v), _, body)) if v == GROUP_RETRY => Err(TransportError::NotSent(text(&body))),
-            Ok((Some(v), _, _)) if v == GROUP_UNAVAILABLE => return Grouped::Direct,
-            Ok((_, _, body)) => Err(TransportError::AnswerLost(format!(
+            Ok(Some((Some(v), _, body))) if v == GROUP_RETRY => {
+                Err(TransportError::NotSent(text(&body)))
+            }
+            Ok(Some((Some(v), _, _))) if v == GROUP_UNAVAILABLE => return Grouped::Direct,
+            Ok(Some((_, _, body))) => Err(TransportError::AnswerLost(format!(
                 "group commit object: {}",
                 text(&body).chars().take(200).collect::<String>()
             ))),
         })
     }
+}
+
+/// A stub call the platform refused without delivering it: a plan's
+/// request limit ("exceeded"), or an object shedding load ("overloaded").
+fn refused_before_delivery(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    ["exceeded", "overloaded", "too many requests"]
+        .iter()
+        .any(|p| lower.contains(p))
 }
 
 /// Whether the `MQLITE_WAKE` value leaves wake hints on (unset: on).
