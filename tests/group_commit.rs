@@ -569,7 +569,7 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
 async fn a_rejected_member_rolls_back_alone() {
     let broker = grouped(Bounds::default());
     broker.call(&setup_calls()[1]).await;
-    let calls = vec![
+    let calls = [
         rpc(
             "QueueService/Send",
             json!({"queue": "grp", "messages": [{"body": b64("first"), "group_id": "g"}]}),

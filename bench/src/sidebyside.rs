@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mqlite_e2e::proxy::{Fault, FaultProxy};
 use mqlite_e2e::{b64, Stack, StackOptions, Tools};
 use serde_json::{json, Value};
 
@@ -40,23 +41,39 @@ use sqld::Sqld;
 struct Settings {
     requests: usize,
     seconds: u64,
-    clients: usize,
+    /// Client counts, one throughput table each.
+    clients: Vec<usize>,
+    /// Round trip added between the Worker and the database in the
+    /// delayed run (a delaying proxy, as Turso in a nearby region).
+    delay_ms: u64,
 }
 
 fn main() {
     let mut settings = Settings {
         requests: 200,
-        seconds: 20,
-        clients: 4,
+        seconds: 10,
+        clients: vec![1, 4, 16, 64],
+        delay_ms: 20,
     };
+    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().and_then(|v| v.parse::<u64>().ok());
-        match (flag.as_str(), value) {
+        let value = args.next().unwrap_or_default();
+        let number = value.parse::<u64>().ok();
+        match (flag.as_str(), number) {
             ("--requests", Some(n)) => settings.requests = n as usize,
             ("--seconds", Some(n)) => settings.seconds = n,
-            ("--clients", Some(n)) => settings.clients = n as usize,
-            _ => fail("usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients C]"),
+            ("--delay-ms", Some(n)) => settings.delay_ms = n,
+            ("--clients", _) => {
+                settings.clients = value
+                    .split(',')
+                    .filter_map(|c| c.trim().parse().ok())
+                    .collect();
+                if settings.clients.is_empty() {
+                    fail(usage);
+                }
+            }
+            _ => fail(usage),
         }
     }
     // Errors return here, so every server started is dropped (and stopped).
@@ -86,6 +103,12 @@ fn run(settings: &Settings) -> Result<(), String> {
         },
     )?;
     let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)?;
+    let off = [("MQLITE_COALESCE".to_owned(), "off".to_owned())];
+    let start = |db: &str, extra: &[(String, String)]| {
+        Workerd::start_with(&workerd_bin, &tools.root, db, &stack.token, extra, None)
+    };
+    let direct = start(&sqld.url, &off)?;
+    let second = start(&sqld.url, &[])?;
     let runtimes = [
         Runtime {
             name: "wrangler dev",
@@ -122,24 +145,35 @@ fn run(settings: &Settings) -> Result<(), String> {
                 .collect();
             targets.push(Target {
                 name: "pgmq adapter".into(),
-                base: url,
+                bases: vec![url],
                 api: Api::Pgmq,
                 servers,
+                sqld: None,
             })
         }
         Err(_) => {
             println!("\nSKIPPED pgmq's adapter: PGMQ_URL is not set (scripts/bench.sh starts it)")
         }
     }
-    for runtime in &runtimes {
-        targets.push(Target {
-            name: format!("mqlite {}", runtime.name),
-            base: runtime.base.clone(),
-            api: Api::Mqlite(stack.token.clone()),
-            servers: vec![(runtime.name, runtime.pid), ("sqld", sqld.child.id())],
-        });
+    let mqlite = |name: &str, workers: &[&Workerd]| Target {
+        name: name.into(),
+        bases: workers.iter().map(|w| w.base.clone()).collect(),
+        api: Api::Mqlite(stack.token.clone()),
+        servers: workers
+            .iter()
+            .map(|w| ("workerd", w.pid()))
+            .chain([("sqld", sqld.child.id())])
+            .collect(),
+        sqld: Some(sqld.child.id()),
+    };
+    targets.push(mqlite("workerd direct", &[&direct]));
+    targets.push(mqlite("workerd grouped", &[&plain]));
+    targets.push(mqlite("2 workerd grouped", &[&plain, &second]));
+    for &clients in &settings.clients {
+        throughput(&targets, settings, clients);
     }
-    throughput(&targets, settings);
+    drop((direct, second));
+    delayed(&workerd_bin, &tools.root, &sqld, &stack.token, settings)?;
     Ok(())
 }
 
@@ -381,10 +415,14 @@ enum Api {
 
 struct Target {
     name: String,
-    base: String,
+    /// Where clients send; client `i` uses `bases[i % len]` (one per
+    /// workerd process).
+    bases: Vec<String>,
     api: Api,
     /// The server processes (roots of process trees) whose CPU is watched.
     servers: Vec<(&'static str, u32)>,
+    /// sqld's process, for its CPU per RPC (mqlite targets).
+    sqld: Option<u32>,
 }
 
 impl Target {
@@ -395,17 +433,24 @@ impl Target {
         }
     }
 
+    /// The base URL client `client` talks to.
+    fn base(&self, client: usize) -> &str {
+        &self.bases[client % self.bases.len()]
+    }
+
     fn create_queue(&self, agent: &ureq::Agent, queue: &str) -> Result<(), String> {
+        let base = self.base(0);
         match &self.api {
             Api::Mqlite(_) => self.rpc(
                 agent,
+                base,
                 "AdminService/CreateQueue",
                 json!({"name":queue,"config":{}}),
             ),
             Api::Pgmq => call(
                 agent,
                 "PUT",
-                &format!("{}/v1/queues/{queue}", self.base),
+                &format!("{base}/v1/queues/{queue}"),
                 None,
                 None,
             ),
@@ -413,13 +458,26 @@ impl Target {
         .map(drop)
     }
 
-    fn rpc(&self, agent: &ureq::Agent, name: &str, body: Value) -> Result<Value, String> {
-        let url = format!("{}/mqlite.v1.{name}", self.base);
+    fn rpc(
+        &self,
+        agent: &ureq::Agent,
+        base: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<Value, String> {
+        let url = format!("{base}/mqlite.v1.{name}");
         call(agent, "POST", &url, self.token(), Some(&body))
     }
 
     /// Sends `n` small JSON messages in one request.
-    fn send(&self, agent: &ureq::Agent, queue: &str, n: usize, tag: u64) -> Result<(), String> {
+    fn send(
+        &self,
+        agent: &ureq::Agent,
+        base: &str,
+        queue: &str,
+        n: usize,
+        tag: u64,
+    ) -> Result<(), String> {
         let payload = |i: usize| json!({"client_message": tag, "i": i});
         match &self.api {
             Api::Mqlite(_) => {
@@ -428,12 +486,13 @@ impl Target {
                     .collect();
                 self.rpc(
                     agent,
+                    base,
                     "QueueService/Send",
                     json!({"queue":queue,"messages":messages}),
                 )
             }
             Api::Pgmq if n == 1 => {
-                let url = format!("{}/v1/queues/{queue}/messages", self.base);
+                let url = format!("{base}/v1/queues/{queue}/messages");
                 call(
                     agent,
                     "POST",
@@ -443,7 +502,7 @@ impl Target {
                 )
             }
             Api::Pgmq => {
-                let url = format!("{}/v1/queues/{queue}/messages/batch", self.base);
+                let url = format!("{base}/v1/queues/{queue}/messages/batch");
                 let messages: Vec<Value> = (0..n).map(payload).collect();
                 call(
                     agent,
@@ -457,29 +516,67 @@ impl Target {
         .map(drop)
     }
 
-    /// Receives (leases / reads with a 30 s visibility timeout) one message.
-    fn receive(&self, agent: &ureq::Agent, queue: &str) -> Result<Option<Value>, String> {
+    /// Receives (leases / reads with a 30 s visibility timeout) up to `n`
+    /// messages.
+    fn receive(
+        &self,
+        agent: &ureq::Agent,
+        base: &str,
+        queue: &str,
+        n: usize,
+    ) -> Result<Vec<Value>, String> {
         let got = match &self.api {
-            Api::Mqlite(_) => self.rpc(agent, "QueueService/Receive", json!({"queue":queue}))?,
-            Api::Pgmq => {
-                let url = format!("{}/v1/queues/{queue}/read", self.base);
-                call(agent, "POST", &url, None, Some(&json!({"vt":30,"qty":1})))?
-            }
-        };
-        Ok(got["messages"].get(0).cloned())
-    }
-
-    /// Completes (mqlite) or deletes (pgmq) a received message.
-    fn complete(&self, agent: &ureq::Agent, queue: &str, m: &Value) -> Result<(), String> {
-        match &self.api {
             Api::Mqlite(_) => self.rpc(
                 agent,
+                base,
+                "QueueService/Receive",
+                json!({"queue":queue,"max_messages":n}),
+            )?,
+            Api::Pgmq => {
+                let url = format!("{base}/v1/queues/{queue}/read");
+                call(agent, "POST", &url, None, Some(&json!({"vt":30,"qty":n})))?
+            }
+        };
+        Ok(got["messages"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Completes (mqlite) or deletes (pgmq) received messages: one request
+    /// for one message (Complete / DELETE by id), one for many
+    /// (CompleteBatch / the batch delete).
+    fn complete(
+        &self,
+        agent: &ureq::Agent,
+        base: &str,
+        queue: &str,
+        ms: &[Value],
+    ) -> Result<(), String> {
+        match (&self.api, ms) {
+            (Api::Mqlite(_), [m]) => self.rpc(
+                agent,
+                base,
                 "QueueService/Complete",
                 json!({"queue":queue,"seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
             ),
-            Api::Pgmq => {
-                let url = format!("{}/v1/queues/{queue}/messages/{}", self.base, m["msg_id"]);
+            (Api::Mqlite(_), _) => {
+                let items: Vec<Value> = ms
+                    .iter()
+                    .map(|m| json!({"seq_number":m["seq_number"],"lock_token":m["lock_token"]}))
+                    .collect();
+                self.rpc(
+                    agent,
+                    base,
+                    "QueueService/CompleteBatch",
+                    json!({"queue":queue,"messages":items}),
+                )
+            }
+            (Api::Pgmq, [m]) => {
+                let url = format!("{base}/v1/queues/{queue}/messages/{}", m["msg_id"]);
                 call(agent, "DELETE", &url, None, None)
+            }
+            (Api::Pgmq, _) => {
+                let ids: Vec<Value> = ms.iter().map(|m| m["msg_id"].clone()).collect();
+                let url = format!("{base}/v1/queues/{queue}/messages/delete");
+                call(agent, "POST", &url, None, Some(&json!({"msg_ids": ids})))
             }
         }
         .map(drop)
@@ -492,67 +589,124 @@ enum Workload {
     Cycle,
     /// Send 64 in one request: counts messages.
     Batch64,
+    /// Send 64, Receive up to 64, CompleteBatch them: counts messages
+    /// completed (a batch's whole life).
+    Life64,
+}
+
+impl Workload {
+    /// RPCs one unit of work makes (for per-RPC costs).
+    fn rpcs(self) -> u64 {
+        match self {
+            Workload::Cycle | Workload::Life64 => 3,
+            Workload::Batch64 => 1,
+        }
+    }
 }
 
 /// What one throughput cell measured.
 struct Cell {
     per_second: f64,
+    /// Units of work (cycles, sends, lives) done, and their latency.
+    units: u64,
+    latencies: Vec<Duration>,
     errors: u64,
     first_error: Option<String>,
     /// Per watched server: CPU time / wall time.
     busy: Vec<(&'static str, f64)>,
+    /// sqld CPU seconds spent in the cell.
+    sqld_cpu: Option<f64>,
 }
 
-fn drive(target: &Target, workload: Workload, settings: &Settings) -> Cell {
+fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usize) -> Cell {
     let kind = match workload {
         Workload::Cycle => "cycle",
         Workload::Batch64 => "batch",
+        Workload::Life64 => "life",
     };
-    let queue = format!("tp-{kind}-{}", std::process::id());
+    let queue = format!("tp-{kind}-{clients}-{}", std::process::id());
+    let failed = |e: String| Cell {
+        per_second: 0.0,
+        units: 0,
+        latencies: vec![],
+        errors: 1,
+        first_error: Some(e),
+        busy: vec![],
+        sqld_cpu: None,
+    };
     if let Err(e) = target.create_queue(&agent(), &queue) {
-        return Cell {
-            per_second: 0.0,
-            errors: 1,
-            first_error: Some(e),
-            busy: vec![],
-        };
+        return failed(e);
     }
     let cpu = || -> Vec<f64> {
         let trees = target.servers.iter().map(|(_, pid)| tree_cpu(*pid));
         trees.map(|(workerd, other)| workerd + other).collect()
     };
+    let sqld_cpu = || {
+        target.sqld.map(|pid| {
+            let (a, b) = tree_cpu(pid);
+            a + b
+        })
+    };
     let cpu_before = cpu();
+    let sqld_before = sqld_cpu();
     let done = AtomicU64::new(0);
+    let units = AtomicU64::new(0);
     let errors = AtomicU64::new(0);
     let first_error = Mutex::new(None);
+    let latencies = Mutex::new(Vec::new());
     let started = Instant::now();
     let deadline = started + Duration::from_secs(settings.seconds);
     std::thread::scope(|scope| {
-        for client in 0..settings.clients as u64 {
-            let (queue, done, errors, first_error) = (&queue, &done, &errors, &first_error);
+        for client in 0..clients {
+            let (queue, done, units, errors, first_error, latencies) =
+                (&queue, &done, &units, &errors, &first_error, &latencies);
             scope.spawn(move || {
                 let agent = agent();
-                let mut tag = client << 32;
+                let base = target.base(client);
+                let mut tag = (client as u64) << 32;
+                let mut mine = Vec::new();
                 while Instant::now() < deadline {
                     tag += 1;
+                    let began = Instant::now();
                     let outcome = match workload {
-                        Workload::Cycle => target.send(&agent, queue, 1, tag).and_then(|_| {
-                            match target.receive(&agent, queue)? {
-                                Some(m) => target.complete(&agent, queue, &m).map(|_| 1),
-                                None => Ok(0),
-                            }
-                        }),
-                        Workload::Batch64 => target.send(&agent, queue, 64, tag).map(|_| 64),
+                        Workload::Cycle => {
+                            target.send(&agent, base, queue, 1, tag).and_then(|_| {
+                                let got = target.receive(&agent, base, queue, 1)?;
+                                if got.is_empty() {
+                                    return Ok(0);
+                                }
+                                target.complete(&agent, base, queue, &got).map(|_| 1)
+                            })
+                        }
+                        Workload::Batch64 => target.send(&agent, base, queue, 64, tag).map(|_| 64),
+                        Workload::Life64 => {
+                            target.send(&agent, base, queue, 64, tag).and_then(|_| {
+                                let got = target.receive(&agent, base, queue, 64)?;
+                                if got.is_empty() {
+                                    return Ok(0);
+                                }
+                                target
+                                    .complete(&agent, base, queue, &got)
+                                    .map(|_| got.len() as u64)
+                            })
+                        }
                     };
                     match outcome {
-                        Ok(units) => {
-                            done.fetch_add(units, Ordering::Relaxed);
+                        Ok(n) => {
+                            done.fetch_add(n, Ordering::Relaxed);
+                            units.fetch_add(1, Ordering::Relaxed);
+                            mine.push(began.elapsed());
                         }
                         Err(e) => {
                             errors.fetch_add(1, Ordering::Relaxed);
-                            first_error.lock().unwrap().get_or_insert(e);
+                            if let Ok(mut first) = first_error.lock() {
+                                first.get_or_insert(e);
+                            }
                         }
                     }
+                }
+                if let Ok(mut all) = latencies.lock() {
+                    all.extend(mine);
                 }
             });
         }
@@ -566,36 +720,55 @@ fn drive(target: &Target, workload: Workload, settings: &Settings) -> Cell {
         .collect();
     Cell {
         per_second: done.load(Ordering::Relaxed) as f64 / elapsed,
+        units: units.load(Ordering::Relaxed),
+        latencies: latencies.into_inner().unwrap_or_default(),
         errors: errors.load(Ordering::Relaxed),
-        first_error: first_error.into_inner().unwrap(),
+        first_error: first_error.into_inner().unwrap_or_default(),
         busy,
+        sqld_cpu: sqld_cpu()
+            .zip(sqld_before)
+            .map(|(after, before)| after - before),
     }
 }
 
-fn throughput(targets: &[Target], settings: &Settings) {
+fn throughput(targets: &[Target], settings: &Settings, clients: usize) {
     println!(
-        "\nthroughput, {} concurrent clients, {} s per cell (mqlite-edge on sqld; ratio = mqlite-edge / pgmq)",
-        settings.clients, settings.seconds
+        "\nthroughput, {clients} concurrent clients, {} s per cell (mqlite-edge on sqld, plain workerd; ratio = mqlite-edge / pgmq)",
+        settings.seconds
     );
     print!("{:<34}", "workload");
     for target in targets {
-        print!(" {:>26}", target.name);
+        print!(" {:>20}", target.name);
     }
     println!();
     for (label, workload) in [
         ("send→receive→complete cycles/s", Workload::Cycle),
         ("batch-64 send messages/s", Workload::Batch64),
+        ("send 64→receive 64→CompleteBatch msgs/s", Workload::Life64),
     ] {
         let mut cells = vec![];
         let mut notes = vec![];
         for target in targets {
-            let cell = drive(target, workload, settings);
+            let cell = drive(target, workload, settings, clients);
             let busy: Vec<String> = cell
                 .busy
                 .iter()
                 .map(|(name, share)| format!("{name} {:.0}%", share * 100.0))
                 .collect();
-            notes.push(format!("  {}: CPU busy {}", target.name, busy.join(", ")));
+            let sqld = match cell.sqld_cpu {
+                Some(cpu) if cell.units > 0 => format!(
+                    ", sqld CPU {:.3} ms per RPC",
+                    cpu * 1000.0 / (cell.units * workload.rpcs()) as f64
+                ),
+                _ => String::new(),
+            };
+            notes.push(format!(
+                "  {}: p50 {:.1} ms, p99 {:.1} ms per unit{sqld}; CPU busy {}",
+                target.name,
+                percentile(&cell.latencies, 0.5),
+                percentile(&cell.latencies, 0.99),
+                busy.join(", ")
+            ));
             if cell.errors > 0 {
                 notes.push(format!(
                     "  {}: {} failed requests, first: {}",
@@ -613,11 +786,66 @@ fn throughput(targets: &[Target], settings: &Settings) {
                 Some(base) if !is_pgmq && base > 0.0 => format!("{rate:.0} ({:.2}x)", rate / base),
                 _ => format!("{rate:.0}"),
             };
-            print!(" {cell:>26}");
+            print!(" {cell:>20}");
         }
         println!();
         for note in notes {
             println!("{note}");
         }
     }
+}
+
+/// Cycles through a proxy that counts database requests (so the mean batch
+/// size shows) and then also delays every answer by `--delay-ms`, grouped
+/// and direct, at the largest client count.
+fn delayed(
+    workerd_bin: &std::path::Path,
+    root: &std::path::Path,
+    sqld: &Sqld,
+    token: &str,
+    settings: &Settings,
+) -> Result<(), String> {
+    let clients = settings.clients.iter().copied().max().unwrap_or(16);
+    println!(
+        "\nthrough a counting proxy between workerd and sqld, {clients} clients, cycles/s (database requests per RPC = 1 / mean batch size)"
+    );
+    for delay in [0, settings.delay_ms] {
+        for (name, extra) in [
+            (
+                "direct",
+                vec![("MQLITE_COALESCE".to_owned(), "off".to_owned())],
+            ),
+            ("grouped", vec![]),
+        ] {
+            let proxy = FaultProxy::start(&sqld.url)?;
+            if delay > 0 {
+                proxy.fault_next(Fault::Delay(delay), 1_000_000);
+            }
+            let worker = Workerd::start_with(workerd_bin, root, &proxy.url, token, &extra, None)?;
+            let target = Target {
+                name: name.into(),
+                bases: vec![worker.base.clone()],
+                api: Api::Mqlite(token.to_owned()),
+                servers: vec![("workerd", worker.pid()), ("sqld", sqld.child.id())],
+                sqld: Some(sqld.child.id()),
+            };
+            let before = proxy.forwarded();
+            let cell = drive(&target, Workload::Cycle, settings, clients);
+            let requests = proxy.forwarded() - before;
+            let rpcs = cell.units * Workload::Cycle.rpcs();
+            println!(
+                "  +{delay} ms, {name:<8} {:>7.0} cycles/s, p50 {:.1} ms, p99 {:.1} ms, {:.2} database requests per RPC ({requests} for {rpcs} RPCs){}",
+                cell.per_second,
+                percentile(&cell.latencies, 0.5),
+                percentile(&cell.latencies, 0.99),
+                requests as f64 / rpcs.max(1) as f64,
+                if cell.errors > 0 {
+                    format!(", {} failed: {}", cell.errors, cell.first_error.unwrap_or_default())
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
 }
