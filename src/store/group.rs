@@ -710,3 +710,195 @@ impl<T: Transport> Transport for GroupedTransport<T> {
         self.inner.pause(millis).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write program's pipeline as `store::encode` writes it: BEGIN, one
+    /// statement, COMMIT, ROLLBACK.
+    fn member(sql: &str) -> Member {
+        let body = format!(
+            r#"{{"baton":null,"requests":[{{"type":"batch","batch":{{"steps":[
+              {{"stmt":{{"sql":"BEGIN IMMEDIATE","args":[],"want_rows":false}}}},
+              {{"condition":{{"type":"ok","step":0}},"stmt":{{"sql":"{sql}","args":[],"want_rows":true}}}},
+              {{"condition":{{"type":"ok","step":1}},"stmt":{{"sql":"COMMIT","args":[],"want_rows":false}}}},
+              {{"condition":{{"type":"not","cond":{{"type":"ok","step":2}}}},"stmt":{{"sql":"ROLLBACK","args":[],"want_rows":false}}}}
+            ]}}}},{{"type":"close"}}]}}"#
+        );
+        Member::parse(&body).expect("a write program")
+    }
+
+    fn answer(results: &[Option<&str>], errors: &[Option<&str>]) -> HttpReply {
+        let list = |items: &[Option<&str>]| {
+            items
+                .iter()
+                .map(|i| i.unwrap_or("null").to_owned())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let body = format!(
+            r#"{{"baton":null,"base_url":null,"results":[{{"type":"ok","response":{{"type":"batch","result":{{"step_results":[{}],"step_errors":[{}]}}}}}},{{"type":"ok","response":{{"type":"close"}}}}]}}"#,
+            list(results),
+            list(errors)
+        );
+        HttpReply {
+            status: 200,
+            body: body.into_bytes(),
+        }
+    }
+
+    const OK: Option<&str> = Some(r#"{"cols":[],"rows":[],"affected_row_count":0}"#);
+    const ROW: Option<&str> =
+        Some(r#"{"cols":[],"rows":[[{"type":"integer","value":"7"}]],"affected_row_count":1}"#);
+
+    /// The merged batch: BEGIN, then per member SAVEPOINT, its statement,
+    /// RELEASE, ROLLBACK TO, RELEASE; COMMIT; ROLLBACK.
+    #[test]
+    fn members_are_spliced_into_savepoints_with_shifted_conditions() {
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
+        let steps = v["requests"][0]["batch"]["steps"]
+            .as_array()
+            .expect("steps");
+        let sql: Vec<&str> = steps
+            .iter()
+            .map(|s| s["stmt"]["sql"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            sql,
+            [
+                "BEGIN IMMEDIATE",
+                "SAVEPOINT member",
+                "SELECT 1",
+                "RELEASE member",
+                "ROLLBACK TO member",
+                "RELEASE member",
+                "SAVEPOINT member",
+                "SELECT 2",
+                "RELEASE member",
+                "ROLLBACK TO member",
+                "RELEASE member",
+                "COMMIT",
+                "ROLLBACK"
+            ]
+        );
+        // Member 2's statement runs after its own SAVEPOINT (its step 0).
+        assert_eq!(
+            steps[7]["condition"],
+            serde_json::json!({"type":"ok","step":6})
+        );
+        // Member 2 starts only once member 1 closed its savepoint either way.
+        assert_eq!(
+            steps[6]["condition"],
+            serde_json::json!({"type":"or","conds":[{"type":"ok","step":3},{"type":"ok","step":5}]})
+        );
+        assert_eq!(
+            steps[11]["condition"],
+            serde_json::json!({"type":"or","conds":[{"type":"ok","step":8},{"type":"ok","step":10}]})
+        );
+        assert_eq!(merged.commit, 11);
+    }
+
+    #[test]
+    fn each_member_gets_its_own_steps_back() {
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let guard = Some(r#"{"message":"malformed JSON","code":"SQLITE_ERROR"}"#);
+        // Member 1 committed a row; member 2's statement failed and rolled back.
+        let reply = answer(
+            &[
+                OK, OK, ROW, OK, None, None, OK, None, None, OK, OK, OK, None,
+            ],
+            &[
+                None, None, None, None, None, None, None, guard, None, None, None, None, None,
+            ],
+        );
+        let verdicts = split(&merged, Ok(reply));
+        let parsed: Vec<serde_json::Value> = verdicts
+            .iter()
+            .map(|v| match v {
+                Verdict::Answer(r) => serde_json::from_slice(&r.body).expect("json"),
+                other => panic!("an answer: {other:?}"),
+            })
+            .collect();
+        let result = |i: usize| &parsed[i]["results"][0]["response"]["result"];
+        assert_eq!(result(0)["step_results"][1]["rows"][0][0]["value"], "7");
+        assert!(
+            result(0)["step_results"][2].is_object(),
+            "member 1 committed"
+        );
+        assert!(result(1)["step_results"][2].is_null(), "member 2 did not");
+        assert_eq!(result(1)["step_errors"][1]["message"], "malformed JSON");
+        assert!(result(0)["step_errors"][1].is_null());
+    }
+
+    #[test]
+    fn a_batch_that_did_not_commit_is_retried_by_everyone() {
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let busy = Some(r#"{"message":"database is locked","code":"SQLITE_BUSY"}"#);
+        let no_txn = Some(r#"{"message":"cannot rollback - no transaction is active"}"#);
+        let other = Some(r#"{"message":"disk I/O error"}"#);
+        let mut results = vec![None; 13];
+        let mut errors = vec![None; 13];
+        errors[0] = busy;
+        results[12] = OK;
+        let all_retry = |v: &[Verdict]| v.iter().all(|v| matches!(v, Verdict::Retry(_)));
+        assert!(all_retry(&split(&merged, Ok(answer(&results, &errors)))));
+        results[12] = None;
+        errors[12] = no_txn;
+        assert!(all_retry(&split(&merged, Ok(answer(&results, &errors)))));
+        errors[12] = other;
+        let verdicts = split(&merged, Ok(answer(&results, &errors)));
+        assert!(
+            verdicts.iter().all(|v| matches!(v, Verdict::Lost(_))),
+            "{verdicts:?}"
+        );
+    }
+
+    #[test]
+    fn transport_outcomes_reach_every_member() {
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let sent = |r| split(&merged, r);
+        assert!(sent(Err(TransportError::NotSent("refused".into())))
+            .iter()
+            .all(|v| matches!(v, Verdict::Retry(_))));
+        assert!(sent(Err(TransportError::AnswerLost("reset".into())))
+            .iter()
+            .all(|v| matches!(v, Verdict::Lost(_))));
+        let gateway = HttpReply {
+            status: 502,
+            body: b"bad gateway".to_vec(),
+        };
+        assert_eq!(
+            sent(Ok(gateway.clone())),
+            vec![Verdict::Answer(gateway.clone()), Verdict::Answer(gateway)]
+        );
+        let garbled = HttpReply {
+            status: 200,
+            body: b"{\"results\":[".to_vec(),
+        };
+        assert!(sent(Ok(garbled))
+            .iter()
+            .all(|v| matches!(v, Verdict::Lost(_))));
+        let stream_error = HttpReply {
+            status: 200,
+            body: br#"{"results":[{"type":"error","error":{"message":"stream expired"}}]}"#
+                .to_vec(),
+        };
+        assert!(sent(Ok(stream_error))
+            .iter()
+            .all(|v| matches!(v, Verdict::Retry(_))));
+    }
+
+    #[test]
+    fn only_write_programs_are_members() {
+        let read = r#"{"baton":null,"requests":[{"type":"batch","batch":{"steps":[
+            {"stmt":{"sql":"BEGIN","args":[],"want_rows":false}},
+            {"stmt":{"sql":"SELECT 1","args":[],"want_rows":true}},
+            {"stmt":{"sql":"COMMIT","args":[],"want_rows":false}},
+            {"stmt":{"sql":"ROLLBACK","args":[],"want_rows":false}}]}},{"type":"close"}]}"#;
+        assert!(Member::parse(read).is_err());
+        assert!(Member::parse("{}").is_err());
+        assert!(Member::parse("not json").is_err());
+    }
+}
