@@ -322,6 +322,9 @@ struct DatabaseFetch {
     pipeline_url: String,
     auth_token: Option<String>,
     timeout_ms: u64,
+    /// Hand `fetch` a view of the pipeline in wasm memory instead of a JS
+    /// copy (see [`DatabaseFetch::post`]); never in a Durable Object.
+    view_body: bool,
 }
 
 impl DatabaseFetch {
@@ -335,7 +338,19 @@ impl DatabaseFetch {
             timeout_ms: lookup("MQLITE_DB_TIMEOUT_MS")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(DEFAULT_DB_TIMEOUT_MS),
+            view_body: true,
         })
+    }
+
+    /// The same database for a Durable Object: its outgoing fetch may read
+    /// the body after other requests of the object ran (and grew wasm
+    /// memory, detaching any view of it: seen as empty pipelines on plain
+    /// workerd), so it sends a JS copy.
+    fn copying_body(self) -> Self {
+        DatabaseFetch {
+            view_body: false,
+            ..self
+        }
     }
 
     async fn post(&self, body: &str) -> Result<HttpReply, TransportError> {
@@ -380,7 +395,11 @@ impl DatabaseFetch {
         // its bytes are freed. Nothing runs in wasm between taking it and
         // `fetch` reading it (these are calls into JS, which allocate no
         // wasm memory), and `body` outlives the whole exchange.
-        let view = unsafe { js_sys::Uint8Array::view(body.as_bytes()) };
+        let view = if self.view_body {
+            unsafe { js_sys::Uint8Array::view(body.as_bytes()) }
+        } else {
+            js_sys::Uint8Array::from(body.as_bytes())
+        };
         init.set_body(&view);
         let pending = global.fetch_with_str_and_init(&self.pipeline_url, &init);
         let response: web_sys::Response = JsFuture::from(pending)

@@ -76,7 +76,8 @@ impl DurableObject for QueueWaker {
         QueueWaker {
             board: RefCell::new(Board::default()),
             coalescer: Coalescer::default(),
-            database: DatabaseFetch::from_env(&|name| super::binding(&env, name)),
+            database: DatabaseFetch::from_env(&|name| super::binding(&env, name))
+                .map(DatabaseFetch::copying_body),
             fault,
         }
     }
