@@ -1,7 +1,7 @@
 # Two commands: `make dev` runs the broker locally, `make test` runs every test.
 # Both install whatever is missing first (see scripts/setup.sh). `make check` is
 # the fast loop: formatting, lints (native and wasm) and the native tests.
-.PHONY: dev test check bench build
+.PHONY: dev test check bench build mutants
 
 dev:
 	bash scripts/dev.sh
@@ -17,3 +17,7 @@ bench:
 
 build:
 	bash scripts/setup.sh && bash scripts/build-worker.sh
+
+# Mutation testing (docs/testing.md): what changed since main, or MODULE=src/...
+mutants:
+	bash scripts/mutants.sh
