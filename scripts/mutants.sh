@@ -16,7 +16,7 @@
 #   BUDGET=3600      seconds for the whole run; cut there, what ran is kept
 #   JOBS=1           mutants built and tested at once (each needs a build dir)
 #   SHARD=k/n        only the k-th of n slices of the mutants
-#   TESTS="--lib --test pgmq_dialect"  test targets (nextest), default all
+#   TESTS="--lib --test pgmq_dialect"  what nextest runs (all targets are still built)
 #   OUT=target/mutants  where mutants.out (outcomes, logs) goes
 # Not part of `make test` or `make check`: a pass over a large module takes
 # an hour on two cores.
