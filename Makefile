@@ -2,7 +2,7 @@
 # `make serve` runs it on plain workerd, the production runtime.
 # Both install whatever is missing first (see scripts/setup.sh). `make check` is
 # the fast loop: formatting, lints (native and wasm) and the native tests.
-.PHONY: dev serve test check bench build
+.PHONY: dev serve test check bench build mutants
 
 dev:
 	bash scripts/dev.sh
@@ -23,3 +23,7 @@ bench:
 
 build:
 	bash scripts/setup.sh && bash scripts/build-worker.sh
+
+# Mutation testing (docs/testing.md): what changed since main, or MODULE=src/...
+mutants:
+	bash scripts/mutants.sh

@@ -263,6 +263,29 @@ async fn a_key_seen_valid_keeps_the_one_round_trip_path() {
     assert!(sent[0].contains("access_keys"), "the check rides along");
 }
 
+/// `send` with `key` is refused and writes nothing (`q` keeps its `active`
+/// messages); the same key again costs no database request and its body is
+/// never read.
+async fn refused_then_free(broker: &Broker, key: &str, send: serde_json::Value, active: i64) {
+    let (status, body) = broker.rpc(key, "QueueService/Send", send).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+    let (_, stats) = broker
+        .rpc(ADMIN, "QueueService/Stats", json!({"queue":"q"}))
+        .await;
+    assert_eq!(stats["active"], active, "the refused Send wrote nothing");
+    let before = broker.sent();
+    let body = Tripwire::default();
+    let r = broker
+        .call(key, "/mqlite.v1.QueueService/Send", body.clone())
+        .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(broker.sent(), before);
+    assert_eq!(body.0.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn revocation_bites_on_the_next_request_then_costs_nothing() {
     let temp = Arc::new(TempDb::new());
@@ -295,24 +318,48 @@ async fn revocation_bites_on_the_next_request_then_costs_nothing() {
             .0,
         200
     );
-    let (status, body) = broker.rpc(&key, "QueueService/Send", send.clone()).await;
+    // Remembered as revoked: then no database request, body unread.
+    refused_then_free(&broker, &key, send, 2).await;
+}
+
+#[tokio::test]
+async fn expiry_bites_on_the_next_request_then_costs_nothing() {
+    let temp = Arc::new(TempDb::new());
+    let clock = Clock::manual(T0);
+    let broker = Broker::over(&temp, &clock);
+    broker
+        .rpc(
+            ADMIN,
+            "AdminService/CreateQueue",
+            json!({"name":"q","config":{}}),
+        )
+        .await;
+    let (status, created) = broker
+        .rpc(
+            ADMIN,
+            "AuthService/CreateKey",
+            json!({"id":"5e".repeat(16),"name":"k","permissions":["send"],"expires_at_ms":T0 + 1_000}),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let key = created["token"].as_str().expect("token").to_owned();
+    let send = json!({"queue":"q","messages":[{"body":b64("x")}]});
     assert_eq!(
-        (status, body["code"].as_str()),
-        (401, Some("unauthenticated"))
+        broker.rpc(&key, "QueueService/Send", send.clone()).await.0,
+        200
     );
-    let (_, stats) = broker
-        .rpc(ADMIN, "QueueService/Stats", json!({"queue":"q"}))
-        .await;
-    assert_eq!(stats["active"], 2, "the refused Send wrote nothing");
-    // Remembered as revoked: no database request, body unread.
-    let before = broker.sent();
-    let body = Tripwire::default();
-    let r = broker
-        .call(&key, "/mqlite.v1.QueueService/Send", body.clone())
-        .await;
-    assert_eq!(r.status, 401);
-    assert_eq!(broker.sent(), before);
-    assert_eq!(body.0.load(Ordering::SeqCst), 0);
+    clock.advance(1_000);
+    // Remembered as expired, no longer as valid.
+    refused_then_free(&broker, &key, send, 1).await;
+    // An isolate that never saw it valid: one lookup, then nothing.
+    let other = Broker::over(&temp, &clock).migrated().await;
+    for lookups in [1, 0] {
+        let before = other.sent();
+        let r = other
+            .call(&key, "/mqlite.v1.QueueService/Send", Tripwire::default())
+            .await;
+        assert_eq!((r.status, other.sent() - before), (401, lookups));
+    }
 }
 
 #[tokio::test]

@@ -33,6 +33,9 @@ struct Hinted {
     sender: Option<Engine<InProcess>>,
     /// A manual database clock that moves with the waiter's time.
     clock: Option<Clock>,
+    /// Whether a sleep sends one message through `sender`, like
+    /// [`Answer::SendThenWake`]'s park.
+    send_while_sleeping: bool,
 }
 
 impl Hinted {
@@ -43,6 +46,7 @@ impl Hinted {
             parks: Mutex::new(Vec::new()),
             sender: None,
             clock: None,
+            send_while_sleeping: false,
         }
     }
 
@@ -58,6 +62,9 @@ impl Waiter for Hinted {
 
     async fn sleep(&self, millis: u64) {
         self.elapsed.fetch_add(millis, Ordering::SeqCst);
+        if let (true, Some(sender)) = (self.send_while_sleeping, &self.sender) {
+            sender.send(&one("q")).await.expect("send during the sleep");
+        }
     }
 
     fn hints(&self) -> bool {
@@ -382,13 +389,9 @@ async fn a_failing_wake_object_falls_back_to_re_polling() {
     assert_eq!(waiter.elapsed_ms(), 20_000);
 }
 
-#[tokio::test]
-async fn a_woken_waiter_claims_at_once() {
-    let h = Harness::new();
-    h.engine
-        .create_queue("q", &QueueConfigInput::default())
-        .await
-        .expect("create");
+/// A waiter whose park sends a message (another client over the same
+/// database and clock) and then wakes it.
+fn sending(h: &Harness) -> Hinted {
     let mut waiter = Hinted::new(Answer::SendThenWake);
     waiter.sender = Some(Engine::new(
         InProcess {
@@ -400,6 +403,42 @@ async fn a_woken_waiter_claims_at_once() {
         }),
         Limits::default(),
     ));
+    waiter
+}
+
+/// With two requests there is no room for a park and the claim after it:
+/// the first claim, then a plain wait, then the claim at the deadline,
+/// which receives what was sent meanwhile.
+#[tokio::test]
+async fn with_a_budget_of_two_the_claim_at_the_deadline_receives() {
+    let h = Harness::with_limits(Limits {
+        poll_max_requests: 2,
+        ..Limits::default()
+    });
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let mut waiter = sending(&h);
+    waiter.send_while_sleeping = true;
+    let (got, poll) = h
+        .engine
+        .receive(&waiting("q", 20_000), &waiter)
+        .await
+        .expect("wait");
+    assert_eq!(got.len(), 1, "{poll:?}");
+    assert_eq!((poll.attempts, poll.fetches, poll.parks), (2, 2, 0));
+    assert_eq!(waiter.elapsed_ms(), 20_000, "claimed at the deadline");
+}
+
+#[tokio::test]
+async fn a_woken_waiter_claims_at_once() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    let waiter = sending(&h);
     let before = h.round_trips();
     let (got, poll) = h
         .engine

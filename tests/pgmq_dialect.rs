@@ -246,6 +246,8 @@ async fn errors_caps_and_validation_answer_as_the_reference() {
     )
     .await;
     assert_eq!((s, err(&b)), (404, Some("message_not_found".into())));
+    let (s, b, _) = pg(&api, "DELETE", "/v1/queues/q/messages/7", None).await;
+    assert_eq!((s, err(&b)), (404, Some("message_not_found".into())));
 
     let cases = [
         (
@@ -540,6 +542,57 @@ async fn delete_archive_and_set_vt_take_a_message_from_its_mqlite_lease_holder()
     }
     let (_, b, _) = pg(&api, "GET", "/v1/queues/l/metrics", None).await;
     assert_eq!(b["queue_length"], json!(0));
+}
+
+#[tokio::test]
+async fn a_read_without_vt_leases_for_30_seconds() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/l", None).await;
+    let send = Some(json!({"message":{}}));
+    pg(&api, "POST", "/v1/queues/l/messages", send).await;
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/l/read", Some(json!({}))).await;
+    assert_eq!(s, 200);
+    assert_eq!(b["messages"][0]["vt"], json!("2025-06-15T15:07:10.000Z"));
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/l/read", Some(json!({}))).await;
+    assert_eq!(b, json!({"messages":[]}), "leased, not visible");
+    api.advance(29_999);
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/l/read", Some(json!({}))).await;
+    assert_eq!(b, json!({"messages":[]}), "still leased");
+    api.advance(1);
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/l/read", Some(json!({}))).await;
+    assert_eq!(
+        b["messages"][0]["read_ct"],
+        json!(2),
+        "visible again at 30 s"
+    );
+}
+
+/// The queue's default TTL runs from when a message becomes visible.
+#[tokio::test]
+async fn a_delayed_send_lives_its_ttl_from_when_it_becomes_visible() {
+    let api = Api::new(&[]);
+    api.create_queue("t", json!({"default_ttl_ms":5_000})).await;
+    let delayed = Some(json!({"message":{"n":1},"delay":10}));
+    for _ in 0..2 {
+        pg(&api, "POST", "/v1/queues/t/messages", delayed.clone()).await;
+    }
+    api.advance(10_000);
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/t/read", Some(json!({}))).await;
+    assert_eq!(b["messages"][0]["message"], json!({"n":1}), "{b}");
+    api.advance(4_999);
+    let (_, b, _) = pg(&api, "GET", "/v1/queues/t/metrics", None).await;
+    assert_eq!(
+        b["queue_visible_length"],
+        json!(1),
+        "the second still lives"
+    );
+    api.advance(1);
+    let (_, b, _) = pg(&api, "POST", "/v1/queues/t/read", Some(json!({}))).await;
+    assert_eq!(
+        b,
+        json!({"messages":[]}),
+        "expired 5 s after it became visible"
+    );
 }
 
 #[tokio::test]

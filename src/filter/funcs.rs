@@ -1,6 +1,7 @@
 //! Builtin functions without a predicate (docs/semantics.md#filters). Arity and
 //! static types were checked at compile time; `any` arguments are checked
-//! here, and everything a call builds is charged to the evaluation budget.
+//! here, and everything a call builds or reads is charged to the evaluation
+//! budget.
 
 use std::sync::Arc;
 
@@ -72,6 +73,8 @@ pub(super) fn call(ev: &mut Eval<'_, '_>, func: Func, args: Vec<Value>) -> Resul
         }
         Func::Trim => {
             let s = text("trim", first)?;
+            // A trim may read all of `s` and keep nothing: charged as read.
+            ev.scan(s.len() as u64)?;
             let trimmed = match args.get(1) {
                 None => s.trim(),
                 cutset => {
@@ -118,20 +121,24 @@ pub(super) fn call(ev: &mut Eval<'_, '_>, func: Func, args: Vec<Value>) -> Resul
             // Truncation toward zero, as Go converts; NaN and out-of-range
             // values are errors rather than Go's unspecified result.
             Some(Value::Float(f)) if f.is_finite() && f.abs() < 9.2e18 => Ok(Value::Int(*f as i64)),
-            Some(Value::Str(s)) => s
-                .parse()
-                .map(Value::Int)
-                .map_err(|_| format!("int(): invalid syntax {s:?}")),
+            Some(Value::Str(s)) => {
+                ev.scan(s.len() as u64)?;
+                s.parse()
+                    .map(Value::Int)
+                    .map_err(|_| format!("int(): invalid syntax {s:?}"))
+            }
             Some(v) => Err(format!("int(): cannot convert {}", v.type_name())),
             None => Err("int(): missing argument".to_string()),
         },
         Func::Float => match first {
             Some(Value::Int(n)) => Ok(Value::Float(*n as f64)),
             Some(Value::Float(f)) => Ok(Value::Float(*f)),
-            Some(Value::Str(s)) => s
-                .parse()
-                .map(Value::Float)
-                .map_err(|_| format!("float(): invalid syntax {s:?}")),
+            Some(Value::Str(s)) => {
+                ev.scan(s.len() as u64)?;
+                s.parse()
+                    .map(Value::Float)
+                    .map_err(|_| format!("float(): invalid syntax {s:?}"))
+            }
             Some(v) => Err(format!("float(): cannot convert {}", v.type_name())),
             None => Err("float(): missing argument".to_string()),
         },
@@ -159,7 +166,11 @@ pub(super) fn call(ev: &mut Eval<'_, '_>, func: Func, args: Vec<Value>) -> Resul
                 .map(Value::Dur)
                 .ok_or_else(|| format!("{name}({n}): duration out of range"))
         }
-        Func::Duration => time::parse_duration(text("duration", first)?).map(Value::Dur),
+        Func::Duration => {
+            let s = text("duration", first)?;
+            ev.scan(s.len() as u64)?;
+            time::parse_duration(s).map(Value::Dur)
+        }
         Func::Now => Ok(Value::Time(time::from_millis(ev.input.now_ms))),
     }
 }

@@ -1249,6 +1249,10 @@ fn adversarial_filters_fail_closed() {
         r#"any(1..1000, body_text contains "zz")"#,
         r#"any(1..1000, body_text matches "zz")"#,
         r#"any(1..1000, body_text matches properties["re"])"#,
+        // Builtins that read all of a 1 MiB text, again and again.
+        "any(1..1000, len(body_text) == 0)",
+        r#"any(1..1000, len(split(body_text, "ab", 1)) == 0)"#,
+        r#"any(1..1000, trim(body_text, "ab") != "")"#,
         // Building large values.
         r#"len(split(body_text, "")) > 0"#,
         "len(map(1..100000, body_text)) > 0",
@@ -1258,6 +1262,17 @@ fn adversarial_filters_fail_closed() {
     ] {
         assert_eq!(run(source, &msg), Err(budget.to_string()), "{source}");
     }
+    // Parsing a long number or duration reads all of it too.
+    let digits = Msg::new().body("text/plain", &"0".repeat(1 << 20));
+    for source in [
+        "any(1..1000, int(body_text) != 0)",
+        "any(1..1000, float(body_text) != 0.0)",
+    ] {
+        assert_eq!(run(source, &digits), Err(budget.to_string()), "{source}");
+    }
+    let zeros = Msg::new().body("text/plain", &"0s".repeat(1 << 19));
+    let source = "any(1..1000, duration(body_text) != seconds(0))";
+    assert_eq!(run(source, &zeros), Err(budget.to_string()), "{source}");
     // A pattern too large to compile is an error, not a long compile.
     assert!(
         run(r#"subject matches "\\w{100}" + properties["re"]"#, &msg)

@@ -153,4 +153,34 @@ mod tests {
         keys.learn(digest(1), KeyState::Revoked);
         assert_eq!(keys.get(&digest(1)), Known::Refused(AuthOutcome::Revoked));
     }
+
+    /// Learns `digest(1)` valid, then `state`; then fills the refused set
+    /// until `digest(1)` is forgotten there: it must not be valid again.
+    fn valid_then(state: KeyState) -> (Known, Known) {
+        let keys = KnownKeys::default();
+        keys.learn(digest(1), KeyState::Valid(Permissions::SEND));
+        assert_eq!(keys.get(&digest(1)), Known::Valid(Permissions::SEND));
+        keys.learn(digest(1), state);
+        let refused = keys.get(&digest(1));
+        for n in 2..REFUSED_CAPACITY + 2 {
+            keys.learn(digest(n), KeyState::Unknown);
+        }
+        (refused, keys.get(&digest(1)))
+    }
+
+    #[test]
+    fn a_revoked_key_is_dropped_from_the_valid_set() {
+        assert_eq!(
+            valid_then(KeyState::Revoked),
+            (Known::Refused(AuthOutcome::Revoked), Known::Unseen)
+        );
+    }
+
+    #[test]
+    fn a_valid_key_later_expired_is_refused_and_dropped_from_the_valid_set() {
+        assert_eq!(
+            valid_then(KeyState::Expired),
+            (Known::Refused(AuthOutcome::Expired), Known::Unseen)
+        );
+    }
 }

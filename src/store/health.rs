@@ -253,4 +253,65 @@ mod tests {
         drop(health.admit());
         assert!(health.admit().is_ok(), "the next request probes instead");
     }
+
+    /// Opens the breaker (three lost answers) and lets its first back-off
+    /// pass: the next write is the probe.
+    fn opened_and_due(health: &WriteHealth, now: &AtomicI64) {
+        for _ in 0..3 {
+            lose(health);
+        }
+        now.store(1_000, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_write_in_flight_lost_during_the_probe_does_not_double_the_backoff() {
+        let (health, now) = manual();
+        lose(&health);
+        lose(&health);
+        let in_flight = health.admit().ok();
+        lose(&health);
+        now.store(1_000, Ordering::SeqCst);
+        let probe = health.admit().ok();
+        assert!(probe.is_some());
+        if let Some(write) = in_flight {
+            write.no_progress();
+        }
+        assert_eq!(health.admit().err(), Some(0), "the probe is still out");
+        if let Some(probe) = probe {
+            probe.no_progress();
+        }
+        assert_eq!(health.admit().err(), Some(2_000), "doubled once");
+    }
+
+    #[test]
+    fn a_write_in_flight_dropped_during_the_probe_keeps_the_slot() {
+        let (health, now) = manual();
+        lose(&health);
+        lose(&health);
+        let in_flight = health.admit().ok();
+        lose(&health);
+        now.store(1_000, Ordering::SeqCst);
+        let probe = health.admit();
+        assert!(probe.is_ok());
+        drop(in_flight);
+        assert_eq!(health.admit().err(), Some(0), "one probe at a time");
+    }
+
+    #[test]
+    fn a_cancelled_probe_lets_the_next_write_probe_at_once() {
+        let (health, now) = manual();
+        opened_and_due(&health, &now);
+        drop(health.admit());
+        let probe = health.admit();
+        assert!(probe.is_ok(), "the next request probes at once");
+        assert_eq!(health.admit().err(), Some(0), "and is the only probe");
+        if let Ok(probe) = probe {
+            probe.no_progress();
+        }
+        assert_eq!(
+            health.admit().err(),
+            Some(2_000),
+            "the cancelled probe did not double the back-off"
+        );
+    }
 }
