@@ -980,45 +980,23 @@ async fn payloads_round_trip_as_the_exact_text_sent_through_both_dialects() {
     let message = r#"{"big":1180591620717411303424,"neg":-9223372036854775809,"d":1.50,"e":2.5E+3,"huge":1e400,"z":1,"a":{"u":"\u00e9\ud83d\ude00","s":"\/"},"z":2, "sp" : [ 1 ,2 ]}"#;
     let headers = r#"{"n":123456789012345678901234567890,"b":1,"a":0.10}"#;
     let body = format!(r#"{{"message": {message} ,"headers":{headers}}}"#);
-    let response = api
-        .request(
-            "POST",
-            "/v1/queues/x/messages",
-            &[ADMIN_HEADER],
-            body.as_bytes(),
-        )
-        .await;
-    assert_eq!(
-        response.status,
-        201,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
     let batch = format!(r#"{{"messages":[{message},{{"k":1.0}}],"headers":[{headers},{{}}]}}"#);
-    let response = api
-        .request(
-            "POST",
-            "/v1/queues/x/messages/batch",
-            &[ADMIN_HEADER],
-            batch.as_bytes(),
-        )
-        .await;
-    assert_eq!(
-        response.status,
-        201,
-        "{}",
-        String::from_utf8_lossy(&response.body)
-    );
+    // As sent, byte for byte: the status and the answer's text.
+    let post = |path: &'static str, body: String| {
+        let api = &api;
+        async move {
+            let r = api
+                .request("POST", path, &[ADMIN_HEADER], body.as_bytes())
+                .await;
+            (r.status, String::from_utf8(r.body).expect("utf-8"))
+        }
+    };
+    let (s, b) = post("/v1/queues/x/messages", body.clone()).await;
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = post("/v1/queues/x/messages/batch", batch).await;
+    assert_eq!(s, 201, "{b}");
 
-    let read = api
-        .request(
-            "POST",
-            "/v1/queues/x/read",
-            &[ADMIN_HEADER],
-            br#"{"qty":3}"#,
-        )
-        .await;
-    let text = String::from_utf8(read.body).expect("utf-8");
+    let (_, text) = post("/v1/queues/x/read", r#"{"qty":3}"#.into()).await;
     let spliced = format!(r#""message":{message},"headers":{headers}}}"#);
     assert_eq!(text.matches(&spliced).count(), 2, "{text}");
     assert!(
@@ -1029,15 +1007,8 @@ async fn payloads_round_trip_as_the_exact_text_sent_through_both_dialects() {
     // Connect-JSON receives the same bytes as its body.
     let (_, b, _) = pg(&api, "POST", "/v1/queues/x/purge", None).await;
     assert_eq!(b, json!({"purged":3}));
-    let response = api
-        .request(
-            "POST",
-            "/v1/queues/x/messages",
-            &[ADMIN_HEADER],
-            body.as_bytes(),
-        )
-        .await;
-    assert_eq!(response.status, 201);
+    let (s, _) = post("/v1/queues/x/messages", body).await;
+    assert_eq!(s, 201);
     let got = api
         .ok(
             "QueueService/Receive",
