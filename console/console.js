@@ -8,6 +8,8 @@ const TOKEN_KEY = "mqlite.token";
 const REFRESH_MS = 5000;
 const PAGE = 20;
 const QUEUE_PAGE = 50;
+// The most subscriptions one filtered list shows (type to narrow it).
+const LIST_LIMIT = 200;
 const STATES = ["active", "locked", "deferred", "scheduled", "dead_lettered"];
 const HISTORY = 60;
 
@@ -317,19 +319,36 @@ function overviewView(view) {
   const summary = h("p", { class: "muted", id: "overview-summary", text: "Loading…" });
   let page = 0;
   let queues = [];
+  // What the table shows: the queues whose name contains the filter, in
+  // the chosen column's order; recomputed only when one of those changes,
+  // so paging and typing stay fast with thousands of queues.
+  let shown = [];
+  const order = { key: "queue", desc: false };
+  const filter = h("input", { id: "queues-filter", type: "search", placeholder: "Filter by name",
+    autocomplete: "off", spellcheck: "false", "aria-label": "Filter queues by name" });
   const prev = h("button", { type: "button", class: "secondary", id: "queues-prev", text: "← Previous", disabled: true });
   const next = h("button", { type: "button", class: "secondary", id: "queues-next", text: "Next →", disabled: true });
   const pageInfo = h("span", { class: "muted", id: "queues-page" });
   const showPage = () => {
-    page = Math.max(0, Math.min(page, Math.ceil(queues.length / QUEUE_PAGE) - 1));
-    renderQueues(body, queues.slice(page * QUEUE_PAGE, (page + 1) * QUEUE_PAGE));
+    page = Math.max(0, Math.min(page, Math.ceil(shown.length / QUEUE_PAGE) - 1));
+    renderQueues(body, shown.slice(page * QUEUE_PAGE, (page + 1) * QUEUE_PAGE), queues.length > 0);
     prev.disabled = page === 0;
-    next.disabled = (page + 1) * QUEUE_PAGE >= queues.length;
-    pageInfo.textContent = queues.length
-      ? `${page * QUEUE_PAGE + 1}–${Math.min(queues.length, (page + 1) * QUEUE_PAGE)} of ${queues.length}` : "";
+    next.disabled = (page + 1) * QUEUE_PAGE >= shown.length;
+    pageInfo.textContent = shown.length
+      ? `${page * QUEUE_PAGE + 1}–${Math.min(shown.length, (page + 1) * QUEUE_PAGE)} of ${shown.length}` +
+        (shown.length < queues.length ? ` (filtered from ${queues.length})` : "") : "";
   };
+  const reselect = () => {
+    shown = sortRows(matching(queues, filter.value, (q) => q.queue), order, queueSortValue);
+    showPage();
+  };
+  filter.addEventListener("input", () => { page = 0; reselect(); });
   prev.addEventListener("click", () => { page--; showPage(); });
   next.addEventListener("click", () => { page++; showPage(); });
+  const headers = sortableHeaders(order, [
+    ["queue", "Queue"], ["kind", "Kind", "hide-narrow"],
+    ...STATES.map((s) => [s, s.replace("_", " "), "num"]),
+    ["total", "Total", "num"], ["oldest", "Oldest", "num"]], () => { page = 0; reselect(); });
   const createErr = h("p", { class: "error", role: "alert" });
   const createForm = h("form", { class: "row", onsubmit: async (e) => {
       e.preventDefault();
@@ -349,14 +368,9 @@ function overviewView(view) {
     h("button", { type: "submit", text: "Create queue" }));
   view.append(
     h("section", { class: "card" },
-      h("h1", { text: "Queues" }), summary, err,
+      h("h1", { text: "Queues" }), summary, err, filter,
       h("div", { class: "scroll" },
-        h("table", { id: "queues" },
-          h("thead", {}, h("tr", {},
-            h("th", { text: "Queue" }), h("th", { class: "hide-narrow", text: "Kind" }),
-            STATES.map((s) => h("th", { class: "num", text: s.replace("_", " ") })),
-            h("th", { class: "num", text: "Total" }), h("th", { class: "num", text: "Oldest" }))),
-          body)),
+        h("table", { id: "queues" }, h("thead", {}, h("tr", {}, headers)), body)),
       h("div", { class: "pager" }, prev, next, pageInfo)),
     h("section", { class: "grid" },
       h("div", { class: "card" }, h("h2", { text: "Messages by state (all queues)" }), stateChart),
@@ -375,7 +389,7 @@ function overviewView(view) {
     summary.textContent = `${obs.queue_count} queues, ${obs.subscription_count} subscriptions · ` +
       `sampled ${fmtTime(obs.sampled_at_ms)} · refreshes every ${REFRESH_MS / 1000} s`;
     queues = obs.queues;
-    showPage();
+    reselect();
     const samples = history.samples;
     drawChart(stateChart, STATES.map((st) => ({ name: st.replace("_", " "), cls: "s-" + st,
       points: samples.map((s) => s.states[st]) })), "");
@@ -386,10 +400,61 @@ function overviewView(view) {
   every(refresh);
 }
 
+// The rows whose name (as `name(row)` gives it) contains `text`, any case.
+function matching(rows, text, name) {
+  const needle = text.trim().toLowerCase();
+  return needle ? rows.filter((r) => name(r).toLowerCase().includes(needle)) : rows.slice();
+}
+
+// Sorts `rows` in place by `order.key` (through `value(row, key)`),
+// descending when `order.desc`; ties by name so the order is stable.
+function sortRows(rows, order, value) {
+  const dir = order.desc ? -1 : 1;
+  return rows.sort((a, b) => {
+    const x = value(a, order.key), y = value(b, order.key);
+    if (x < y) return -dir;
+    if (x > y) return dir;
+    const [na, nb] = [value(a, "name"), value(b, "name")];
+    return na < nb ? -1 : na > nb ? 1 : 0;
+  });
+}
+
+// A queue's sort value for a column; a queue without messages is the
+// youngest.
+function queueSortValue(q, key) {
+  if (key === "queue" || key === "name") return q.queue;
+  if (key === "oldest") return q.oldest_message_age_ms || 0;
+  return q[key] ?? 0;
+}
+
+// Header cells whose buttons sort by their column: a first click sorts
+// counts largest first and names A–Z, a second reverses; `aria-sort` says
+// which column decides.
+function sortableHeaders(order, columns, changed) {
+  const cells = columns.map(([key, label, cls]) => {
+    const button = h("button", { type: "button", class: "sort", "data-sort": key, text: label });
+    const th = h("th", { class: cls || null, "data-sort-col": key }, button);
+    button.addEventListener("click", () => {
+      if (order.key === key) order.desc = !order.desc;
+      else Object.assign(order, { key, desc: cls === "num" });
+      mark();
+      changed();
+    });
+    return th;
+  });
+  const mark = () => cells.forEach((th) => {
+    if (th.dataset.sortCol === order.key) th.setAttribute("aria-sort", order.desc ? "descending" : "ascending");
+    else th.removeAttribute("aria-sort");
+  });
+  mark();
+  return cells;
+}
+
 // Updates rows in place so a refresh never moves what the operator looks at.
-function renderQueues(body, queues) {
+function renderQueues(body, queues, any) {
   if (queues.length === 0) {
-    body.replaceChildren(h("tr", {}, h("td", { colspan: 9, class: "muted", text: "No queues yet." })));
+    body.replaceChildren(h("tr", {}, h("td", { colspan: 9, class: "muted",
+      text: any ? "No queue matches the filter." : "No queues yet." })));
     return;
   }
   const rows = new Map([...body.querySelectorAll("tr[data-queue]")].map((r) => [r.dataset.queue, r]));
@@ -620,17 +685,29 @@ function deleteCard(name, generation) {
 function topicsView(view) {
   const err = h("p", { class: "error", role: "alert", id: "topics-error" });
   const body = h("tbody", { id: "subs-body" });
+  let all = [];
+  const filter = h("input", { id: "subs-filter", type: "search", placeholder: "Filter by topic or subscription",
+    autocomplete: "off", spellcheck: "false", "aria-label": "Filter subscriptions by topic or name" });
+  filter.addEventListener("input", () => render());
   async function load() {
     const res = await guarded(err, () => rpc("AdminService/ListSubscriptions", {}));
     if (!res) return;
-    const subs = res.subscriptions || [];
-    body.replaceChildren(...(subs.length ? subs.map((s) => h("tr", {},
+    all = res.subscriptions || [];
+    render();
+  }
+  function render() {
+    const found = matching(all, filter.value, (s) => s.topic + "\n" + s.name);
+    const subs = found.slice(0, LIST_LIMIT);
+    const more = found.length > subs.length ? [h("tr", {}, h("td", { colspan: 4, class: "muted",
+      text: `${found.length - subs.length} more: type to narrow the list.` }))] : [];
+    body.replaceChildren(...more, ...(subs.length ? subs.map((s) => h("tr", {},
       h("td", { class: "mono", text: s.topic }),
       h("td", {}, h("a", { href: "#/queue/" + encodeURIComponent(s.name), text: s.name })),
       h("td", { class: "wrap mono", text: s.expr || "(matches everything)" }),
       h("td", {}, h("button", { type: "button", class: "secondary", text: "Test this filter",
         onclick: () => { $("#filter-expr").value = s.expr || ""; $("#filter-expr").focus(); } }))))
-      : [h("tr", {}, h("td", { colspan: 4, class: "muted", text: "No subscriptions." }))]));
+      : [h("tr", {}, h("td", { colspan: 4, class: "muted",
+        text: all.length ? "No subscription matches the filter." : "No subscriptions." }))]));
   }
   const subErr = h("p", { class: "error", role: "alert" });
   const subForm = h("form", { onsubmit: async (e) => {
@@ -647,7 +724,7 @@ function topicsView(view) {
     h("input", { id: "sub-expr", type: "text", class: "mono" }),
     h("button", { type: "submit", text: "Subscribe" }));
   view.append(
-    h("section", { class: "card" }, h("h1", { text: "Topics and subscriptions" }), err,
+    h("section", { class: "card" }, h("h1", { text: "Topics and subscriptions" }), err, filter,
       h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {},
         ["topic", "subscription", "filter", ""].map((t) => h("th", { text: t })))), body))),
     h("section", { class: "grid" }, filterTester(),
@@ -694,24 +771,43 @@ function filterTester() {
 function keysView(view) {
   const err = h("p", { class: "error", role: "alert", id: "keys-error" });
   const body = h("tbody", { id: "keys-body" });
-  const cursors = [""];
-  let nextAfter = "";
-  const next = h("button", { type: "button", class: "secondary", id: "keys-next", text: "Next page →", disabled: true });
-  const first = h("button", { type: "button", class: "secondary", text: "First page" });
-  const pageInfo = h("span", { class: "muted" });
+  // Every key, newest first (ListKeys pages of 1000), filtered by name or
+  // id as the operator types and shown a page at a time.
+  let all = [];
+  let page = 0;
+  const filter = h("input", { id: "keys-filter", type: "search", placeholder: "Filter by name or id",
+    autocomplete: "off", spellcheck: "false", "aria-label": "Filter keys by name or id" });
+  const prev = h("button", { type: "button", class: "secondary", id: "keys-prev", text: "← Previous", disabled: true });
+  const next = h("button", { type: "button", class: "secondary", id: "keys-next", text: "Next →", disabled: true });
+  const pageInfo = h("span", { class: "muted", id: "keys-page" });
   async function load() {
-    const res = await guarded(err, () =>
-      rpc("AuthService/ListKeys", { after_id: cursors[cursors.length - 1], limit: PAGE, sort: "id_asc" }));
-    if (!res) return;
-    const keys = res.keys || [];
-    body.replaceChildren(...(keys.length ? keys.map(keyRow)
-      : [h("tr", {}, h("td", { colspan: 7, class: "muted", text: "No managed keys." }))]));
-    nextAfter = res.next_after_id || "";
-    next.disabled = !nextAfter;
-    pageInfo.textContent = `page ${cursors.length}`;
+    const keys = [];
+    let after = "";
+    do {
+      const res = await guarded(err, () =>
+        rpc("AuthService/ListKeys", { after_id: after, limit: 1000, sort: "created_desc" }));
+      if (!res) return;
+      keys.push(...(res.keys || []));
+      after = res.next_after_id || "";
+    } while (after);
+    all = keys;
+    render();
   }
-  next.addEventListener("click", () => { cursors.push(nextAfter); load(); });
-  first.addEventListener("click", () => { cursors.length = 1; load(); });
+  function render() {
+    const shown = matching(all, filter.value, (k) => k.name + "\n" + k.id);
+    page = Math.max(0, Math.min(page, Math.ceil(shown.length / PAGE) - 1));
+    const rows = shown.slice(page * PAGE, (page + 1) * PAGE);
+    body.replaceChildren(...(rows.length ? rows.map(keyRow)
+      : [h("tr", {}, h("td", { colspan: 7, class: "muted",
+        text: all.length ? "No key matches the filter." : "No managed keys." }))]));
+    prev.disabled = page === 0;
+    next.disabled = (page + 1) * PAGE >= shown.length;
+    pageInfo.textContent = shown.length
+      ? `${page * PAGE + 1}–${Math.min(shown.length, (page + 1) * PAGE)} of ${shown.length}` : "";
+  }
+  filter.addEventListener("input", () => { page = 0; render(); });
+  prev.addEventListener("click", () => { page--; render(); });
+  next.addEventListener("click", () => { page++; render(); });
 
   function keyRow(k) {
     const status = k.revoked_at_ms ? "revoked" : k.expires_at_ms && k.expires_at_ms < Date.now() ? "expired" : "active";
@@ -774,11 +870,11 @@ function keysView(view) {
     h("button", { type: "submit", id: "key-create", text: "Create key" }));
 
   view.append(
-    h("section", { class: "card" }, h("h1", { text: "Access keys" }), err,
+    h("section", { class: "card" }, h("h1", { text: "Access keys" }), err, filter,
       h("div", { class: "scroll" }, h("table", { id: "keys" }, h("thead", {}, h("tr", {},
         ["name", "id", "permissions", "status", "created", "expires", ""].map((t, i) =>
           h("th", { class: [1, 4, 5].includes(i) ? "hide-narrow" : null, text: t })))), body)),
-      h("div", { class: "pager" }, first, next, pageInfo)),
+      h("div", { class: "pager" }, prev, next, pageInfo)),
     h("section", { class: "card" }, h("h2", { text: "Create a key" }), form, createErr, secret));
   load();
 }

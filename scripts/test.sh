@@ -57,8 +57,10 @@ source scripts/lib/pgmq.sh
 log "differential test against pgmq's reference adapter (pgmq[fastapi]==$PGMQ_VERSION)"
 pgmq_install
 trap pgmq_stop EXIT
-pgmq_start
-MQLITE_E2E_PGMQ_URL="$PGMQ_URL" cargo test -p mqlite-e2e --test pgmq_diff
+# With auth on (one key), so credentials are compared too.
+PGMQ_START_API_KEY=diff-key-0123456789abcdef pgmq_start
+MQLITE_E2E_PGMQ_URL="$PGMQ_URL" MQLITE_E2E_PGMQ_KEY=diff-key-0123456789abcdef \
+  cargo test -p mqlite-e2e --test pgmq_diff
 pgmq_stop
 trap - EXIT
 

@@ -469,6 +469,7 @@ async fn pgmq_read_poll_parks_on_the_same_hints() {
                 qty: 1,
                 vt_seconds: 30,
                 pop: false,
+                conditional: None,
                 max_poll_ms: 20_000,
                 poll_interval_ms: 100,
             },

@@ -493,6 +493,7 @@ async fn the_pgmq_read_poll_budget_is_clamped_and_counts_retries() {
         qty: 1,
         vt_seconds: 30,
         pop: false,
+        conditional: None,
         max_poll_ms: 20_000,
         poll_interval_ms: 100,
     };

@@ -9,6 +9,9 @@
 //! The deep-queue rows are measured at a 1,000-message backlog and again at
 //! `--backlog` (default 1,000,000), with the ratio of the claim's work.
 //!
+//! A pgmq conditional read is measured at a 10,000-message backlog of
+//! JSON messages of which 1 in 100 matches, and where none does.
+//!
 //! Usage: `mqlite-dbcost [--iterations N] [--backlog N]`
 
 use std::cell::RefCell;
@@ -159,6 +162,68 @@ fn median(mut samples: Vec<Cost>) -> Cost {
     totals.sort_by(f64::total_cmp);
     m.total_ms = totals.get(totals.len() / 2).copied().unwrap_or(0.0);
     m
+}
+
+/// The backlog a conditional read is measured at, and how many of its
+/// messages match.
+const CONDITIONAL_BACKLOG: usize = 10_000;
+const CONDITIONAL_EVERY: usize = 100;
+
+/// A pgmq read of one message with `conditional` `{"k":"hit"}` on queue
+/// `cond` of [`CONDITIONAL_BACKLOG`] messages like `{"k":"miss","i":N}`,
+/// every [`CONDITIONAL_EVERY`]th `{"k":"hit","i":N}`: each read walks past
+/// the misses to the next hit (earlier hits are leased, off the active
+/// index). Returns the medians with hits, and of reads where nothing matches
+/// (`{"k":"none"}`: the walk passes the whole backlog).
+fn conditional_reads(bench: &Bench, iterations: usize) -> (Cost, Cost) {
+    use mqlite_edge::engine::pgmq::{PgmqOutgoing, PgmqRead, PgmqSend};
+    bench
+        .measure(bench.engine.pgmq_create("cond"))
+        .0
+        .expect("create cond");
+    for chunk in (0..CONDITIONAL_BACKLOG).collect::<Vec<_>>().chunks(1000) {
+        let messages = chunk
+            .iter()
+            .map(|i| PgmqOutgoing {
+                message: if i % CONDITIONAL_EVERY == CONDITIONAL_EVERY / 2 {
+                    format!(r#"{{"k":"hit","i":{i}}}"#)
+                } else {
+                    format!(r#"{{"k":"miss","i":{i}}}"#)
+                },
+                headers: None,
+            })
+            .collect();
+        let request = PgmqSend {
+            queue: "cond".into(),
+            messages,
+            delay: None,
+        };
+        bench
+            .measure(bench.engine.pgmq_send(&request))
+            .0
+            .expect("load cond");
+    }
+    let read = |condition: &str| PgmqRead {
+        queue: "cond".into(),
+        qty: 1,
+        vt_seconds: 300,
+        pop: false,
+        conditional: Some(condition.into()),
+        max_poll_ms: 0,
+        poll_interval_ms: 100,
+    };
+    let mut hits = vec![];
+    let mut misses = vec![];
+    let rounds = iterations.min(CONDITIONAL_BACKLOG / CONDITIONAL_EVERY);
+    for _ in 0..rounds {
+        let (got, r) = bench.measure(bench.engine.pgmq_read(&read(r#"{"k":"hit"}"#), &NoWait));
+        assert_eq!(got.expect("conditional read").len(), 1, "one hit claimed");
+        hits.push(r);
+        let (got, r) = bench.measure(bench.engine.pgmq_read(&read(r#"{"k":"none"}"#), &NoWait));
+        assert!(got.expect("conditional read").is_empty(), "nothing matches");
+        misses.push(r);
+    }
+    (median(hits), median(misses))
 }
 
 /// The small backlog the deep-queue rows are compared against.
@@ -366,6 +431,16 @@ fn main() {
     row(
         "Receive-and-delete 1, attempt id",
         with_attempt(&bench, iterations, ReceiveMode::ReceiveAndDelete),
+    );
+
+    let (hits, misses) = conditional_reads(&bench, iterations);
+    row(
+        &format!("pgmq read, cond., 1/{CONDITIONAL_EVERY} of {CONDITIONAL_BACKLOG}"),
+        hits,
+    );
+    row(
+        &format!("pgmq read, cond., 0 of {CONDITIONAL_BACKLOG}"),
+        misses,
     );
 
     // The queue grows through each checkpoint: Stats and a claim are

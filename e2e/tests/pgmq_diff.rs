@@ -2,10 +2,13 @@
 //! sequences against pgmq 1.1.4's reference HTTP adapter
 //! (`MQLITE_E2E_PGMQ_URL`, started by scripts/test.sh from PyPI's
 //! `pgmq[fastapi]` on Debian's PostgreSQL) and against the Worker in
-//! workerd. Statuses, JSON shapes, error codes and deterministic values
-//! (ids relative to the case's first, counts, `read_ct`, payloads) must
+//! workerd, both with auth on and one shared key. Statuses, JSON shapes,
+//! error codes and deterministic values (ids relative to the case's first,
+//! counts, `read_ct`, payloads with their numbers' exact values) must
 //! agree; timestamps are compared as present-or-null, texts of `detail`
-//! not at all. Deliberate differences are in [`ALLOWED`], each with its
+//! not at all, key order and number spelling not at all (the reference
+//! stores jsonb, which re-spells both; mqlite returns the text as sent,
+//! which tests/pgmq_dialect.rs pins byte for byte). Deliberate differences are in [`ALLOWED`], each with its
 //! reason; any other difference fails the run, and so does a missing
 //! reference.
 
@@ -20,22 +23,42 @@ struct Step {
     method: &'static str,
     path: &'static str,
     body: Option<&'static str>,
+    /// Credential headers instead of each side's own key; `{key}` is the
+    /// key both sides accept.
+    headers: Option<&'static [(&'static str, &'static str)]>,
 }
 
 const fn step(method: &'static str, path: &'static str, body: Option<&'static str>) -> Step {
-    Step { method, path, body }
+    Step {
+        method,
+        path,
+        body,
+        headers: None,
+    }
 }
+
+/// A metrics request (a protected route) under these credential headers.
+const fn metrics_as(headers: &'static [(&'static str, &'static str)]) -> Step {
+    Step {
+        method: "GET",
+        path: "/v1/queues/{q}/metrics",
+        body: None,
+        headers: Some(headers),
+    }
+}
+
+/// The key both sides accept (`PGMQ_API_KEY` of each).
+const DIFF_KEY: &str = "diff-key-0123456789abcdef";
 
 /// Deliberate differences: (case, step index, what is compared instead,
 /// why). `status` compares the status only.
 const ALLOWED: &[(&str, usize, &str, &str)] = &[
-    ("health", 0, "status", "version is this build's; auth: the reference runs with auth off, the Worker with admin tokens"),
+    ("health", 0, "status", "version is this build's"),
     ("health", 1, "status", "same as /health"),
     ("create_and_list", 1, "status", "every queue is durable: is_unlogged is always false (the PUT still echoes the flag)"),
     ("validation", 6, "none", "qty < 0: the reference answers 500 (a database error); here 400 invalid_request"),
     ("validation", 7, "none", "vt < 0: the reference leases into the past; here 400 invalid_request"),
     ("validation", 25, "none", "a fractional delay: the reference reads it as an epoch datetime; here 422 (delay is whole seconds or ISO-8601)"),
-    ("validation", 9, "none", "a non-empty conditional: JSON containment is not implemented; 501 not_supported (docs/pgmq.md)"),
 ];
 
 struct Case {
@@ -284,24 +307,164 @@ const CASES: &[Case] = &[
             ),
         ],
     },
+    Case {
+        name: "exact_payloads",
+        steps: &[
+            step("PUT", "/v1/queues/{q}", None),
+            step(
+                POST,
+                "/v1/queues/{q}/messages",
+                Some(
+                    r#"{"message":{"big":1180591620717411303424,"neg":-9223372036854775809,"small":1e-7,"e":2.5e3,"u":"\u00e9\ud83d\ude00\n"},"headers":{"n":123456789012345678901234567890}}"#,
+                ),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/messages/batch",
+                Some(
+                    r#"{"messages":[{"z":1,"a":{"y":[1.50,2]},"z":3},{"x":18446744073709551616}],"headers":[{"b":1,"a":2},{"h":-0.0}]}"#,
+                ),
+            ),
+            step(POST, "/v1/queues/{q}/read", Some(r#"{"qty":1,"vt":30}"#)),
+            step(POST, "/v1/queues/{q}/pop", Some(r#"{"qty":5}"#)),
+        ],
+    },
+    Case {
+        name: "conditional",
+        steps: &[
+            step("PUT", "/v1/queues/{q}", None),
+            step(
+                POST,
+                "/v1/queues/{q}/messages/batch",
+                Some(
+                    r#"{"messages":[{"k":"a","n":1},{"k":"b","n":2.0},{"k":"a","tags":["x","y"],"deep":{"l":[{"m":1,"o":2}]}},{"k":"c"},{"n":1.0,"k":"a"}]}"#,
+                ),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":2,"conditional":{"k":"a"}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"k":"a"}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"n":2}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"tags":["y"]}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/messages/{id2}/vt",
+                Some(r#"{"vt":0}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"deep":{"l":[{"o":2}]},"tags":[]}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/messages/{id2}/vt",
+                Some(r#"{"vt":0}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"deep":{"l":{"o":2}}}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"tags":"x"}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"k":"c","x":null}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{"k":"c"}}"#),
+            ),
+            step(
+                POST,
+                "/v1/queues/{q}/read-poll",
+                Some(
+                    r#"{"qty":5,"conditional":{"k":"z"},"max_poll_seconds":1,"poll_interval_ms":100}"#,
+                ),
+            ),
+            step(POST, "/v1/queues/{q}/read", Some(r#"{"conditional":[1]}"#)),
+            step(
+                POST,
+                "/v1/queues/{q}/read",
+                Some(r#"{"qty":5,"conditional":{}}"#),
+            ),
+        ],
+    },
+    Case {
+        name: "credentials",
+        steps: &[
+            step("PUT", "/v1/queues/{q}", None),
+            metrics_as(&[("Authorization", "Bearer {key}"), ("X-API-Key", "{key}")]),
+            metrics_as(&[("Authorization", "Bearer {key}"), ("X-API-Key", "wrong")]),
+            metrics_as(&[("Authorization", "Bearer {key}")]),
+            metrics_as(&[("Authorization", "Bearer wrong"), ("X-API-Key", "{key}")]),
+            metrics_as(&[("Authorization", "Bearer wrong"), ("X-API-Key", "wrong")]),
+            metrics_as(&[("Authorization", "Bearer wrong")]),
+            metrics_as(&[("X-API-Key", "{key}")]),
+            metrics_as(&[("X-API-Key", "wrong")]),
+            metrics_as(&[]),
+            metrics_as(&[
+                ("Authorization", "Basic dXNlcjpwYXNz"),
+                ("X-API-Key", "{key}"),
+            ]),
+            metrics_as(&[
+                ("Authorization", "Basic dXNlcjpwYXNz"),
+                ("X-API-Key", "wrong"),
+            ]),
+            metrics_as(&[("Authorization", "Basic dXNlcjpwYXNz")]),
+            metrics_as(&[("Authorization", "bearer   {key}  ")]),
+            metrics_as(&[("Authorization", "Bearer "), ("X-API-Key", "{key}")]),
+            metrics_as(&[("Authorization", "{key}"), ("X-API-Key", "{key}")]),
+            metrics_as(&[("Authorization", "Bearer {key} x")]),
+            metrics_as(&[("X-API-Key", "")]),
+        ],
+    },
 ];
 
 /// One side under test.
 struct Side {
     base: String,
-    token: Option<String>,
+    /// The key sent as `Authorization: Bearer` unless a step has its own.
+    token: String,
+    /// The value of `{key}` in a step's headers.
+    key: &'static str,
 }
 
 impl Side {
-    fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+    fn call(&self, method: &str, path: &str, body: Option<&str>, step: &Step) -> (u16, Value) {
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(60))
             .build();
         let mut request = agent
             .request(method, &format!("{}{path}", self.base))
             .set("Content-Type", "application/json");
-        if let Some(token) = &self.token {
-            request = request.set("Authorization", &format!("Bearer {token}"));
+        match step.headers {
+            Some(headers) => {
+                for (name, value) in headers {
+                    request = request.set(name, &value.replace("{key}", self.key));
+                }
+            }
+            None => request = request.set("Authorization", &format!("Bearer {}", self.token)),
         }
         let sent = match body {
             Some(b) => request.send_string(b),
@@ -316,10 +479,72 @@ impl Side {
         let json = if text.is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
+            exact(&text).unwrap_or(Value::String(text))
         };
         (status, json)
     }
+}
+
+/// JSON text as a value whose numbers keep their exact value: an integer
+/// that fits in 64 bits (whatever its spelling: `2.5e3` is 2500) is a
+/// number, any other as `"num:DIGITSeEXP"` in lowest terms (`1.50` and
+/// `1.5` are both `num:15e-1`). Key order is not kept (a map is sorted);
+/// of a repeated key the last counts, as in jsonb and Python.
+fn exact(text: &str) -> Option<Value> {
+    use serde_json::value::RawValue;
+    use std::collections::BTreeMap;
+    let raw = text.trim();
+    Some(match raw.as_bytes().first()? {
+        b'{' => {
+            let map: BTreeMap<String, Box<RawValue>> = serde_json::from_str(raw).ok()?;
+            let mut out = Map::new();
+            for (k, v) in map {
+                out.insert(k, exact(v.get())?);
+            }
+            Value::Object(out)
+        }
+        b'[' => {
+            let items: Vec<Box<RawValue>> = serde_json::from_str(raw).ok()?;
+            Value::Array(
+                items
+                    .iter()
+                    .map(|v| exact(v.get()))
+                    .collect::<Option<_>>()?,
+            )
+        }
+        b'-' | b'0'..=b'9' => exact_number(raw)?,
+        _ => serde_json::from_str(raw).ok()?,
+    })
+}
+
+fn exact_number(text: &str) -> Option<Value> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(i) => (&unsigned[..i], unsigned[i + 1..].parse::<i64>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits = format!("{whole}{fraction}");
+    let mut exponent = exponent - fraction.len() as i64;
+    digits = digits.trim_start_matches('0').to_owned();
+    while digits.ends_with('0') {
+        digits.pop();
+        exponent += 1;
+    }
+    if digits.is_empty() {
+        return Some(json!(0));
+    }
+    let sign = if negative { "-" } else { "" };
+    if (0..=18).contains(&exponent) && digits.len() as i64 + exponent <= 18 {
+        let n: i64 = format!("{sign}{digits}{}", "0".repeat(exponent as usize))
+            .parse()
+            .ok()?;
+        return Some(json!(n));
+    }
+    Some(json!(format!("num:{sign}{digits}e{exponent}")))
 }
 
 /// The comparable form of an answer: timestamps as present/null, ids
@@ -394,10 +619,17 @@ fn fill(template: &str, queue: &str, first: Option<i64>) -> String {
 }
 
 fn main() {
-    let Ok(reference) = std::env::var("MQLITE_E2E_PGMQ_URL") else {
-        eprintln!("pgmq_diff: MQLITE_E2E_PGMQ_URL is not set (scripts/test.sh starts pgmq's reference adapter)");
+    let (Ok(reference), Ok(reference_key)) = (
+        std::env::var("MQLITE_E2E_PGMQ_URL"),
+        std::env::var("MQLITE_E2E_PGMQ_KEY"),
+    ) else {
+        eprintln!("pgmq_diff: MQLITE_E2E_PGMQ_URL and MQLITE_E2E_PGMQ_KEY must be set (scripts/test.sh starts pgmq's reference adapter with that key)");
         std::process::exit(1);
     };
+    if reference_key != DIFF_KEY {
+        eprintln!("pgmq_diff: the reference must run with PGMQ_API_KEY={DIFF_KEY}");
+        std::process::exit(1);
+    }
     let tools = match Tools::from_env() {
         Ok(t) => t,
         Err(e) => {
@@ -408,7 +640,7 @@ fn main() {
     let stack = match Stack::start(
         &tools,
         StackOptions {
-            vars: &[],
+            vars: &[("PGMQ_API_KEY", DIFF_KEY)],
             database_url: None,
         },
     ) {
@@ -421,11 +653,13 @@ fn main() {
     let sides = [
         Side {
             base: reference.trim_end_matches('/').to_owned(),
-            token: None,
+            token: reference_key,
+            key: DIFF_KEY,
         },
         Side {
             base: stack.base.clone(),
-            token: Some(stack.token.clone()),
+            token: stack.token.clone(),
+            key: DIFF_KEY,
         },
     ];
     let run = std::process::id();
@@ -438,7 +672,7 @@ fn main() {
             for (side, target) in sides.iter().enumerate() {
                 let path = fill(s.path, &queue, first[side]);
                 let body = s.body.map(|b| fill(b, &queue, first[side]));
-                let (status, json) = target.call(s.method, &path, body.as_deref());
+                let (status, json) = target.call(s.method, &path, body.as_deref(), s);
                 if first[side].is_none() && status == 201 {
                     first[side] = sent_id(&json);
                 }

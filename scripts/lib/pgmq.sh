@@ -38,7 +38,8 @@ EOF
 
 # Starts PostgreSQL in a temporary directory (as the postgres user when run
 # as root: PostgreSQL refuses root), installs pgmq's SQL, serves the adapter
-# (auth off, its defaults otherwise) and sets PGMQ_URL and PGMQ_PIDS.
+# (auth off, or on with the one key PGMQ_START_API_KEY when that is set; its
+# defaults otherwise) and sets PGMQ_URL and PGMQ_PIDS.
 pgmq_start() {
   local bin pg_port api_port dsn as=()
   bin="$(pg_bindir)"
@@ -59,7 +60,10 @@ pgmq_start() {
   dsn="postgresql://postgres@127.0.0.1:$pg_port/postgres"
   "$PGMQ_VENV/bin/python" -c 'import sys; from pgmq.install import install_pgmq_from_sql as i; i(dsn=sys.argv[1])' "$dsn" >&2 \
     || die "installing pgmq's SQL failed"
-  DATABASE_URL="$dsn" PG_INIT_EXTENSION=false PGMQ_API_AUTH_MODE=none \
+  local auth_mode=none
+  [ -z "${PGMQ_START_API_KEY:-}" ] || auth_mode=keys
+  DATABASE_URL="$dsn" PG_INIT_EXTENSION=false \
+    PGMQ_API_AUTH_MODE="$auth_mode" PGMQ_API_KEY="${PGMQ_START_API_KEY:-}" \
     "$PGMQ_VENV/bin/python" -m pgmq.api --host 127.0.0.1 --port "$api_port" --log-level warning \
     >"$PGMQ_DIR/api.log" 2>&1 &
   PGMQ_API_PID=$!

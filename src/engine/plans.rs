@@ -11,7 +11,8 @@ use super::{admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, 
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
-struct Local(Arc<Database>);
+/// The local libSQL database as a transport (also the containment tests').
+pub(super) struct Local(pub(super) Arc<Database>);
 
 impl Transport for Local {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
@@ -456,13 +457,25 @@ fn pgmq_statements_seek_indexes() {
         text("[]"),
         int(30_000),
     ];
-    let d = plan(&pgmq::read::CLAIM, claim_args);
+    let d = plan(&pgmq::read::CLAIM, claim_args.clone());
     assert_no_message_scan("pgmq claim", &d);
     assert_uses(
         "pgmq claim",
         &d,
         "messages_ungrouped_active (queue=? AND id>?)",
     );
+    // A conditional read walks the same indexes; containment is decided on
+    // each candidate row it reaches, never by scanning for matches.
+    let mut conditional_args = claim_args;
+    conditional_args.push(text(r#"{"k":"a"}"#));
+    let d = plan(&pgmq::read::CLAIM_CONTAINING, conditional_args);
+    assert_no_message_scan("pgmq conditional claim", &d);
+    assert_uses(
+        "pgmq conditional claim",
+        &d,
+        "messages_ungrouped_active (queue=? AND id>?)",
+    );
+    assert_uses("pgmq conditional claim", &d, "SCAN todo");
     let d = plan(
         &pgmq::send::INSERT,
         vec![text("q"), text("[]"), int(0), Value::Null],

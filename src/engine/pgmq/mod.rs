@@ -5,6 +5,7 @@
 //! repeats the read within Receive's long-poll budget.
 
 pub(super) mod by_id;
+mod contains;
 pub(super) mod queues;
 pub(super) mod read;
 pub(super) mod send;

@@ -25,6 +25,9 @@ pub struct PgmqRead {
     pub qty: i64,
     pub vt_seconds: i64,
     pub pop: bool,
+    /// A read's `conditional`: only messages whose body contains this JSON
+    /// object (jsonb's `@>`) are claimed. `None` (or `{}`): every message.
+    pub conditional: Option<String>,
     /// read-poll: how long to wait for a message, and the poll interval.
     pub max_poll_ms: u64,
     pub poll_interval_ms: u64,
@@ -47,6 +50,25 @@ RETURNING ",
 
 /// The claim of [`crate::engine::receive`] with pgmq's lease tail.
 pub(in crate::engine) const CLAIM: Statement = crate::statement!(claim_walk!(LEASE_PICKED));
+
+/// The candidate test of every step of the walk; [`CLAIM_CONTAINING`]
+/// adds the containment of `?8` to it.
+const CANDIDATE_LIVE: &str = "(m.expires_at = 0 OR m.expires_at > {now})";
+
+/// A conditional read: [`CLAIM`] whose every candidate (the next ungrouped
+/// row, the next group head, the next row of a picked group) must also
+/// contain the condition `?8`, so the walk passes over the rows that do
+/// not, and a group whose head does not match is not claimed from. One
+/// statement, the same round trip.
+pub(in crate::engine) const CLAIM_CONTAINING: Statement = crate::statement!(str_replace!(
+    claim_walk!(LEASE_PICKED),
+    CANDIDATE_LIVE,
+    const_format::concatcp!(
+        CANDIDATE_LIVE,
+        " AND ",
+        super::contains::BODY_CONTAINS_CONDITION
+    )
+));
 
 /// pop: the claim's picks are deleted at once, never leased (no token to
 /// find them by), returned as they were (a pop is not a read: `read_ct` and
@@ -128,7 +150,13 @@ impl<T: Transport> Engine<T> {
         } else {
             let tokens = claim_tokens(request.qty.max(0) as usize)?;
             args.extend([tokens.into(), lease_ms.into()]);
-            program.step(&CLAIM, args)
+            match &request.conditional {
+                Some(condition) => {
+                    args.push(condition.as_str().into());
+                    program.step(&CLAIM_CONTAINING, args)
+                }
+                None => program.step(&CLAIM, args),
+            }
         };
         if mark {
             mark_waiting(&mut program, queue);

@@ -202,7 +202,7 @@ impl<W: Waiter> Call<'_, W> {
                         other => other,
                     }
                 })?;
-                Ok(wire::message_json(&message).to_string())
+                Ok(wire::message_json(&message))
             }
             _ => Err(PgmqError::new(PgmqCode::NotFound, "no such route")),
         }

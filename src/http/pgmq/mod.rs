@@ -73,8 +73,8 @@ impl<T: Transport> Service<T> {
             return handlers::public(route.handler, config, engine).await;
         };
         let principal = match credential(config, request) {
-            Some(principal) => principal,
-            None => return error(&PgmqError::unauthorized()),
+            Ok(principal) => principal,
+            Err(refused) => return error(&refused),
         };
         let call = handlers::Call {
             route,
@@ -130,30 +130,27 @@ impl<T: Transport> Service<T> {
     }
 }
 
-/// The request's credential (§4): `Authorization: Bearer K` or
-/// `X-API-Key: K`; both with different values, or either repeated, is no
-/// credential. Administrators are `MQLITE_TOKENS` plus `PGMQ_API_KEY(S)`.
-fn credential(config: &Config, request: &Request) -> Option<Principal> {
+/// The request's credential, judged as pgmq's adapter judges it (§4, its
+/// `verify_key`): the `Authorization` credentials when the scheme is
+/// `Bearer` (any case) and carries some, else a non-empty `X-API-Key`.
+/// A Bearer key decides alone (an `X-API-Key` beside it is never looked
+/// at); another scheme, such as a proxy's `Basic`, is passed over. Of a
+/// repeated header the first counts. No credential is 401 "Missing API
+/// key"; one that matches nothing, "Invalid API key". Administrators are
+/// `MQLITE_TOKENS` plus `PGMQ_API_KEY(S)`; managed keys are looked up.
+fn credential(config: &Config, request: &Request) -> Result<Principal, PgmqError> {
     let AuthMode::On { admin_tokens } = &config.auth else {
-        return Some(Principal::Anonymous);
+        return Ok(Principal::Anonymous);
     };
-    let mut bearer = request.header_values("Authorization");
-    let mut api_key = request.header_values("X-API-Key");
-    let (b, b2) = (bearer.next(), bearer.next());
-    let (k, k2) = (api_key.next(), api_key.next());
-    if b2.is_some() || k2.is_some() {
-        return None;
-    }
-    let from_bearer = match b {
-        Some(value) => Some(auth::bearer_token(std::iter::once(value))?),
-        None => None,
-    };
-    let token = match (from_bearer, k.map(str::trim)) {
-        (Some(a), Some(b)) if a != b => return None,
-        (Some(a), _) => a,
-        (None, Some(b)) if !b.is_empty() => b,
-        _ => return None,
-    };
+    let presented = request
+        .header_values("Authorization")
+        .next()
+        .and_then(bearer_credentials)
+        .or_else(|| {
+            let key = request.header_values("X-API-Key").next()?.trim();
+            (!key.is_empty()).then_some(key)
+        })
+        .ok_or_else(|| PgmqError::new(PgmqCode::Unauthorized, "Missing API key"))?;
     let admins: Vec<String> = admin_tokens
         .iter()
         .cloned()
@@ -164,9 +161,18 @@ fn credential(config: &Config, request: &Request) -> Option<Principal> {
             admin_tokens: admins,
         },
         &[],
-        std::iter::once(format!("Bearer {token}").as_str()),
+        std::iter::once(format!("Bearer {presented}").as_str()),
     )
-    .ok()
+    .map_err(|_| PgmqError::unauthorized())
+}
+
+/// FastAPI's `HTTPBearer`: the value split at its first space into scheme
+/// and credentials (trimmed); `None` unless both are there and the scheme
+/// is `Bearer`.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, param) = value.split_once(' ').unwrap_or((value, ""));
+    let credentials = param.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !credentials.is_empty()).then_some(credentials)
 }
 
 /// The `Access-Control-Allow-Origin` value for this request, if any:

@@ -19,7 +19,6 @@ pub enum PgmqCode {
     MessageNotFound,
     NotFound,
     MethodNotAllowed,
-    NotSupported,
     PayloadTooLarge,
     DependencyUnavailable,
     OutcomeUnknown,
@@ -38,7 +37,6 @@ impl PgmqCode {
             PgmqCode::MessageNotFound => "message_not_found",
             PgmqCode::NotFound => "not_found",
             PgmqCode::MethodNotAllowed => "method_not_allowed",
-            PgmqCode::NotSupported => "not_supported",
             PgmqCode::PayloadTooLarge => "payload_too_large",
             PgmqCode::DependencyUnavailable => "dependency_unavailable",
             PgmqCode::OutcomeUnknown => "outcome_unknown",
@@ -57,7 +55,6 @@ impl PgmqCode {
             PgmqCode::MethodNotAllowed => 405,
             PgmqCode::PayloadTooLarge => 413,
             PgmqCode::SendFailed | PgmqCode::InternalError => 500,
-            PgmqCode::NotSupported => 501,
             PgmqCode::DependencyUnavailable | PgmqCode::OutcomeUnknown => 503,
         }
     }

@@ -8,7 +8,8 @@ pub mod validate;
 
 pub use error::{PgmqCode, PgmqError};
 
-use serde_json::{json, Map, Value};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::engine::pgmq::{
     PgmqMessage, PgmqMetrics, PgmqOutgoing, PgmqQueue, PgmqRead, PgmqSend, VisibleAt,
@@ -42,9 +43,9 @@ fn visible_at(value: IntOrInstant) -> VisibleAt {
     }
 }
 
-fn object_text(map: &Map<String, Value>) -> String {
-    // Serializing a parsed JSON object cannot fail.
-    serde_json::to_string(map).unwrap_or_else(|_| "{}".into())
+/// A payload as stored: exactly the text the client sent.
+fn object_text(raw: &RawValue) -> String {
+    raw.get().to_owned()
 }
 
 /// The name rule: at most 47 characters (pgmq's), answered as pgmq does.
@@ -157,17 +158,12 @@ pub fn read(queue: &str, body: &[u8], kind: ReadKind, caps: Caps) -> Result<Pgmq
             "vt must be at least 0 (got {vt})"
         )));
     }
-    if conditional.is_some_and(|c| !c.is_empty()) {
-        return Err(PgmqError::new(
-            PgmqCode::NotSupported,
-            "conditional reads (JSON containment on message) are not supported",
-        ));
-    }
     Ok(PgmqRead {
         queue: queue.to_owned(),
         qty,
         vt_seconds: vt,
         pop: kind == ReadKind::Pop,
+        conditional: conditional.map(object_text).filter(|c| !is_empty_object(c)),
         max_poll_ms: max_poll_seconds.max(0) as u64 * 1000,
         poll_interval_ms: poll_interval_ms.max(1) as u64,
     })
@@ -192,34 +188,54 @@ pub fn set_vt(body: &[u8]) -> Result<VisibleAt, PgmqError> {
         .ok_or_else(|| PgmqError::invalid("vt is required"))
 }
 
-/// A message body as pgmq's `message`: the body parsed as JSON, or the
-/// body as a JSON string when it is not JSON (§5.3).
-fn payload(body: &[u8]) -> Value {
-    serde_json::from_slice(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
+/// Whether a condition selects every message (`{}` contains nothing).
+fn is_empty_object(text: &str) -> bool {
+    text.strip_prefix('{')
+        .is_some_and(|rest| rest.trim_start().starts_with('}'))
 }
 
-/// A message in pgmq's shape.
-pub fn message_json(m: &PgmqMessage) -> Value {
-    let headers = m
-        .headers
-        .as_deref()
-        .and_then(|h| serde_json::from_str::<Value>(h).ok())
-        .unwrap_or(Value::Null);
-    json!({
+/// A message body as pgmq's `message`, spliced in as stored: the body
+/// itself when it is JSON (what a pgmq send stored is exactly the text the
+/// client sent), or the body as a JSON string when it is not (§5.3).
+fn payload(body: &[u8]) -> std::borrow::Cow<'_, str> {
+    match serde_json::from_slice::<&RawValue>(body) {
+        Ok(raw) => raw.get().into(),
+        Err(_) => Value::String(String::from_utf8_lossy(body).into_owned())
+            .to_string()
+            .into(),
+    }
+}
+
+/// A message in pgmq's shape, `message` and `headers` as stored.
+pub fn message_json(m: &PgmqMessage) -> String {
+    let mut out = json!({
         "msg_id": m.msg_id,
         "read_ct": m.read_ct,
         "enqueued_at": time::format_ms(m.enqueued_at_ms),
         "last_read_at": m.last_read_at_ms.map(time::format_ms),
         "vt": time::format_ms(m.vt_ms),
-        "message": payload(&m.body),
-        "headers": headers,
     })
+    .to_string();
+    let headers = m
+        .headers
+        .as_deref()
+        .and_then(|h| serde_json::from_str::<&RawValue>(h).ok())
+        .map_or("null", RawValue::get);
+    out.pop();
+    for (name, text) in [("message", &*payload(&m.body)), ("headers", headers)] {
+        out.push_str(",\"");
+        out.push_str(name);
+        out.push_str("\":");
+        out.push_str(text);
+    }
+    out.push('}');
+    out
 }
 
 /// `{"messages":[…]}`.
 pub fn messages_json(messages: &[PgmqMessage]) -> String {
-    json!({"messages": messages.iter().map(message_json).collect::<Vec<_>>()}).to_string()
+    let list: Vec<String> = messages.iter().map(message_json).collect();
+    format!("{{\"messages\":[{}]}}", list.join(","))
 }
 
 /// A queue as the list shows it (never partitioned; always logged).

@@ -4,6 +4,9 @@
 //! mode, as the reference adapter validates: integers also from integral
 //! floats, booleans and numeric strings.
 
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::error::PgmqError;
@@ -16,9 +19,23 @@ pub fn item(kind: &str, loc: Vec<Value>, msg: &str, input: &Value) -> Value {
     json!({"type": kind, "loc": loc, "msg": msg, "input": input})
 }
 
+/// A request body's top-level fields, each both as the text the client
+/// sent (a payload is stored as that text, never re-encoded) and parsed,
+/// for validation and for the `input` a 422 echoes.
+pub struct BodyObject<'a> {
+    raw: BTreeMap<String, &'a RawValue>,
+    values: Map<String, Value>,
+}
+
+/// `text` parsed for an error's `input`; a number JSON allows but serde's
+/// `Value` cannot hold (`1e400`) shows as the text itself.
+fn lossy(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
 /// The request body as a JSON object, or the 422 FastAPI answers for a
 /// missing body, malformed JSON or another JSON type.
-pub fn body_object(body: &[u8]) -> Result<Map<String, Value>, PgmqError> {
+pub fn body_object(body: &[u8]) -> Result<BodyObject<'_>, PgmqError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(PgmqError::Validation(vec![item(
             "missing",
@@ -27,37 +44,46 @@ pub fn body_object(body: &[u8]) -> Result<Map<String, Value>, PgmqError> {
             &Value::Null,
         )]));
     }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(other) => Err(PgmqError::Validation(vec![item(
+    let whole = serde_json::from_slice::<&RawValue>(body).map_err(|e| json_invalid(body, &e))?;
+    if !whole.get().starts_with('{') {
+        return Err(PgmqError::Validation(vec![item(
             "model_attributes_type",
             vec!["body".into()],
             "Input should be a valid dictionary or object to extract fields from",
-            &other,
-        )])),
-        Err(e) => {
-            // Python reports where the offending value starts; serde
-            // where it stopped reading: back up to the token's start.
-            let stopped = body
-                .split(|b| *b == b'\n')
-                .take(e.line().saturating_sub(1))
-                .map(|line| line.len() + 1)
-                .sum::<usize>()
-                + e.column().saturating_sub(1);
-            let stopped = stopped.min(body.len());
-            let position = body[..stopped]
-                .iter()
-                .rposition(|b| !b.is_ascii_alphanumeric())
-                .map_or(0, |i| i + 1);
-            Err(PgmqError::Validation(vec![json!({
-                "type": "json_invalid",
-                "loc": ["body", position],
-                "msg": "JSON decode error",
-                "input": {},
-                "ctx": {"error": e.to_string()},
-            })]))
-        }
+            &lossy(whole.get()),
+        )]));
     }
+    let raw: BTreeMap<String, &RawValue> =
+        serde_json::from_str(whole.get()).map_err(|e| json_invalid(body, &e))?;
+    let values = raw
+        .iter()
+        .map(|(k, v)| (k.clone(), lossy(v.get())))
+        .collect();
+    Ok(BodyObject { raw, values })
+}
+
+/// FastAPI's answer for malformed JSON. Python reports where the offending
+/// value starts; serde where it stopped reading: back up to the token's
+/// start.
+fn json_invalid(body: &[u8], e: &serde_json::Error) -> PgmqError {
+    let stopped = body
+        .split(|b| *b == b'\n')
+        .take(e.line().saturating_sub(1))
+        .map(|line| line.len() + 1)
+        .sum::<usize>()
+        + e.column().saturating_sub(1);
+    let stopped = stopped.min(body.len());
+    let position = body[..stopped]
+        .iter()
+        .rposition(|b| !b.is_ascii_alphanumeric())
+        .map_or(0, |i| i + 1);
+    PgmqError::Validation(vec![json!({
+        "type": "json_invalid",
+        "loc": ["body", position],
+        "msg": "JSON decode error",
+        "input": {},
+        "ctx": {"error": e.to_string()},
+    })])
 }
 
 /// A lax integer, or the error type and message for `value`.
@@ -96,13 +122,15 @@ pub enum IntOrInstant {
 /// Collects every field's failure, as pydantic reports them all at once.
 pub struct Fields<'a> {
     object: &'a Map<String, Value>,
+    raw: &'a BTreeMap<String, &'a RawValue>,
     errors: Vec<Value>,
 }
 
 impl<'a> Fields<'a> {
-    pub fn new(object: &'a Map<String, Value>) -> Self {
+    pub fn new(body: &'a BodyObject<'a>) -> Self {
         Fields {
-            object,
+            object: &body.values,
+            raw: &body.raw,
             errors: Vec::new(),
         }
     }
@@ -149,35 +177,45 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A JSON object field, as its JSON text.
-    pub fn dict(&mut self, name: &str, required: bool) -> Option<&'a Map<String, Value>> {
-        match self.present(name, required)? {
-            Value::Object(map) => Some(map),
-            other => {
-                self.fail(
-                    "dict_type",
-                    Self::loc(name),
-                    "Input should be a valid dictionary",
-                    other,
-                );
+    /// A JSON object field, as the text the client sent.
+    pub fn dict(&mut self, name: &str, required: bool) -> Option<&'a RawValue> {
+        let value = self.present(name, required)?;
+        match self.raw.get(name) {
+            Some(raw) if is_object(raw) => Some(*raw),
+            _ => {
+                self.not_a_dict(Self::loc(name), value);
                 None
             }
         }
     }
 
-    /// A list of JSON objects.
-    pub fn dict_list(&mut self, name: &str, required: bool) -> Option<Vec<&'a Map<String, Value>>> {
-        let items = self.list(name, required)?;
+    fn not_a_dict(&mut self, loc: Vec<Value>, input: &Value) {
+        self.fail(
+            "dict_type",
+            loc,
+            "Input should be a valid dictionary",
+            input,
+        );
+    }
+
+    /// A list of JSON objects, each as the text the client sent.
+    pub fn dict_list(&mut self, name: &str, required: bool) -> Option<Vec<&'a RawValue>> {
+        let value = self.present(name, required)?;
+        let items = self
+            .raw
+            .get(name)
+            .and_then(|raw| serde_json::from_str::<Vec<&'a RawValue>>(raw.get()).ok());
+        let Some(items) = items else {
+            self.not_a_list(name, value);
+            return None;
+        };
         let mut out = Vec::with_capacity(items.len());
-        for (i, v) in items.iter().enumerate() {
-            match v {
-                Value::Object(map) => out.push(map),
-                other => self.fail(
-                    "dict_type",
-                    vec!["body".into(), name.into(), i.into()],
-                    "Input should be a valid dictionary",
-                    other,
-                ),
+        for (i, raw) in items.into_iter().enumerate() {
+            if is_object(raw) {
+                out.push(raw);
+            } else {
+                let loc = vec!["body".into(), name.into(), i.into()];
+                self.not_a_dict(loc, &lossy(raw.get()));
             }
         }
         Some(out)
@@ -202,15 +240,19 @@ impl<'a> Fields<'a> {
         match self.present(name, required)? {
             Value::Array(items) => Some(items),
             other => {
-                self.fail(
-                    "list_type",
-                    Self::loc(name),
-                    "Input should be a valid list",
-                    other,
-                );
+                self.not_a_list(name, other);
                 None
             }
         }
+    }
+
+    fn not_a_list(&mut self, name: &str, input: &Value) {
+        self.fail(
+            "list_type",
+            Self::loc(name),
+            "Input should be a valid list",
+            input,
+        );
     }
 
     /// `Union[int, datetime]`: an integer, or an ISO-8601 date-time string.
@@ -275,6 +317,12 @@ impl<'a> Fields<'a> {
             Err(PgmqError::Validation(self.errors))
         }
     }
+}
+
+/// Whether a value as sent is a JSON object (the text of a valid value
+/// starts with `{` exactly when it is one).
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().starts_with('{')
 }
 
 /// A path parameter that must be an integer (`["path", name]`).
