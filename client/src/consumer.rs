@@ -137,6 +137,23 @@ impl Slots {
     }
 }
 
+/// A worker's slot, given back when the worker ends. A handler that panics also stops
+/// the run, so the panic reaches the caller of [`Consumer::run`] once the other workers
+/// have settled, instead of leaving the loop waiting for a slot that never frees.
+struct Held<'a> {
+    slots: &'a Slots,
+    stop: &'a Stop,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.stop.stop();
+        }
+        self.slots.release(1);
+    }
+}
+
 /// Consumes one queue with a handler until stopped or a permanent error.
 pub struct Consumer {
     client: Client,
@@ -185,8 +202,11 @@ impl Consumer {
                         for message in messages {
                             let (run, slots, handler) = (&run, &slots, &handler);
                             scope.spawn(move || {
+                                let _held = Held {
+                                    slots,
+                                    stop: &run.stop,
+                                };
                                 self.work(&message, run, handler);
-                                slots.release(1);
                             });
                         }
                     }

@@ -216,7 +216,7 @@ fn cli_commands_and_exit_codes(tools: &Tools, stack: &Stack) -> Result<String, S
     // Queues.
     check!(
         x(
-            &["create-queue", "cli", "--lock", "3s", "--max-delivery", "2"],
+            &["create-queue", "cli", "--lock", "3s", "--max-delivery", "5"],
             0
         )? == "ok: action=create-queue queue=cli\n",
         "create-queue text"
@@ -227,7 +227,7 @@ fn cli_commands_and_exit_codes(tools: &Tools, stack: &Stack) -> Result<String, S
         .and_then(|a| a.iter().find(|q| q["name"] == "cli").cloned())
         .ok_or(format!("list: {listed}"))?;
     check!(
-        cli_queue["lock_duration_ms"] == 3000 && cli_queue["max_delivery_count"] == 2,
+        cli_queue["lock_duration_ms"] == 3000 && cli_queue["max_delivery_count"] == 5,
         "list json: {cli_queue}"
     );
     check!(
@@ -304,15 +304,17 @@ fn cli_commands_and_exit_codes(tools: &Tools, stack: &Stack) -> Result<String, S
             == format!("ok: action=complete queue=cli seq={seq}\n"),
         "complete"
     );
-    let again = cli(tools, stack, &["complete", "cli", &seq, &token]);
+    // The same settlement again is replayed; a wrong token is lock lost.
+    x(&["complete", "cli", &seq, &token], 0)?;
+    let wrong = cli(tools, stack, &["complete", "cli", &seq, "not-the-token"]);
     check!(
-        again.code == 1
-            && again
+        wrong.code == 1
+            && wrong
                 .stderr
                 .starts_with("error: mqlite: lock lost or already settled"),
-        "second complete: {} {}",
-        again.code,
-        again.stderr
+        "complete with a wrong token: {} {}",
+        wrong.code,
+        wrong.stderr
     );
     let (seq2, token2) = (
         got[1]["seq_number"].to_string(),
@@ -340,7 +342,10 @@ fn cli_commands_and_exit_codes(tools: &Tools, stack: &Stack) -> Result<String, S
     // Auto-ack: printed, then completed with one CompleteBatch.
     let printed = x(&["receive", "cli", "--max", "3"], 0)?;
     check!(
-        printed.starts_with(&format!("seq={seq2} deliveries=")) && !printed.contains("lock-token"),
+        printed.starts_with("seq=")
+            && printed.lines().count() == 1
+            && printed.ends_with("body=\"two\"\n")
+            && !printed.contains("lock-token"),
         "receive text: {printed}"
     );
     check!(stats(stack, "cli")["total"] == 0, "auto-ack left messages");
@@ -402,18 +407,26 @@ fn cli_commands_and_exit_codes(tools: &Tools, stack: &Stack) -> Result<String, S
         "status json: {s}"
     );
     check!(
-        x(&["subscribe", "news", "eu", "--expr", "subject = 'eu'"], 0)?
-            == "ok: action=subscribe subscription=eu topic=news\n",
+        x(
+            &["subscribe", "news", "eu", "--expr", "subject == \"eu\""],
+            0
+        )? == "ok: action=subscribe subscription=eu topic=news\n",
         "subscribe"
     );
     let subs = json_of(&x(&["list-subscriptions", "--output", "json"], 0)?)?;
     check!(
-        subs[0]["topic"] == "news" && subs[0]["expr"] == "subject = 'eu'",
+        subs[0]["topic"] == "news" && subs[0]["expr"] == "subject == \"eu\"",
         "subs: {subs}"
     );
     check!(
         x(
-            &["test-filter", "subject = 'eu'", "body", "--subject", "eu"],
+            &[
+                "test-filter",
+                "subject == \"eu\"",
+                "body",
+                "--subject",
+                "eu"
+            ],
             0
         )? == "ok: valid; sample MATCHED\n",
         "test-filter match"
@@ -533,13 +546,13 @@ fn mcp_stdio_session(tools: &Tools, stack: &Stack) -> Result<String, String> {
     // A broker error is a tool result with isError, not a JSON-RPC error.
     let again = mcp.request(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "complete", "arguments":
-            {"queue": "mcp", "seq_number": seq, "lock_token": message["lock_token"]}}}))?;
+            {"queue": "mcp", "seq_number": seq, "lock_token": "not-the-token"}}}))?;
     check!(
         again["result"]["isError"] == true
             && again["result"]["content"][0]["text"]
                 .as_str()
                 .is_some_and(|t| t.starts_with("error: broker 409: ")),
-        "second complete: {again}"
+        "complete with a wrong token: {again}"
     );
     let unknown = mcp.request(json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list"}))?;
     check!(

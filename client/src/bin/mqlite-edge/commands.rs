@@ -491,10 +491,11 @@ fn peek(c: &Context) -> Result<(), Failure> {
         0 if !c.args.given("max") => 16,
         n => n,
     };
+    let from_seq = flag_int(c, "from")?;
     let answer = call("peeking", || {
         c.client.peek(&PeekRequest {
             queue,
-            from_seq: flag_int(c, "from").unwrap_or(0),
+            from_seq,
             state: c.args.string("state"),
             max,
         })
