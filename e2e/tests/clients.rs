@@ -960,7 +960,7 @@ fn service_binding_in_both_dialects(tools: &Tools, _: &Stack) -> Result<String, 
             "pgmq answer not marked by the caller"
         );
         let read: Value = read.into_json().map_err(|e| e.to_string())?;
-        let ids: Vec<i64> = read
+        let ids: Vec<i64> = read["messages"]
             .as_array()
             .map(|a| a.iter().filter_map(|m| m["msg_id"].as_i64()).collect())
             .unwrap_or_default();
