@@ -106,6 +106,8 @@ fn main() {
             }
         }
     }
+    // `exit` runs no destructors: stop the stack's processes first.
+    drop(stack);
     if failed > 0 {
         std::process::exit(1);
     }
