@@ -40,6 +40,9 @@ export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
 
 log "end-to-end tests through workerd (local libSQL server)"
 cargo test -p mqlite-e2e --test e2e
+log "the clients through workerd: mqlite-edge, mqlite-edge-mcp, the consumer under faults, a service binding"
+cargo build --quiet -p mqlite-edge-client --bins || die "building the clients failed"
+cargo test -p mqlite-e2e --test clients
 log "long-poll wake hints through workerd's Durable Objects (seeded; MQLITE_WAKE_SEED replays a run)"
 cargo test -p mqlite-e2e --test wake
 log "faults through workerd (local libSQL server): SIGKILL and restart, slow and cut answers"
