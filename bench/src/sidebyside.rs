@@ -12,17 +12,25 @@
 //!    no-op `GET /healthz`; latency p50 / p99 of the same requests. The
 //!    Peek of an empty queue (one database fetch, nothing to process) is
 //!    the floor every RPC pays for its round trip.
-//! 2. Throughput, `--clients` concurrent clients for `--seconds` each:
-//!    send → receive → complete cycles/s (1 message each) and batch-64 sends
-//!    (messages/s), against pgmq's adapter (`PGMQ_URL`; its send / read /
-//!    delete routes) and mqlite-edge under both runtimes; under each row,
-//!    how busy each server's process tree was (CPU time / wall time, 100% =
-//!    one core), to show where the time went.
+//! 2. Throughput, for each of `--clients` (default 1, 4, 16, 64) concurrent
+//!    clients, `--seconds` per cell: send → receive → complete cycles/s,
+//!    batch-64 sends (messages/s) and a batch's whole life (send 64 →
+//!    receive 64 → CompleteBatch, messages/s), against pgmq's adapter
+//!    (`PGMQ_URL`) and mqlite-edge on plain workerd three ways: group commit
+//!    off (`MQLITE_COALESCE=off`), on, and on over two workerd processes
+//!    (clients alternate between them, each process with its own objects).
+//!    Under each row: p50 / p99 per unit of work, sqld's CPU per RPC, and how
+//!    busy each server's process tree was (CPU time / wall time, 100% = one
+//!    core), to show where the time went.
+//! 3. Through a proxy that counts database requests (the mean batch size is
+//!    RPCs / requests), cycles at the largest client count, grouped and
+//!    direct, then again with every answer delayed by `--delay-ms` (20 ms:
+//!    Turso in a nearby region).
 //!
 //! Environment (set by `scripts/bench.sh`): `SQLD_BIN`, `MQLITE_BENCH_WORKERD`
 //! (the workerd binary), `PGMQ_URL` and `PGMQ_PIDS` (the adapter's and
 //! PostgreSQL's process ids), and the `MQLITE_E2E_*` fixture paths.
-//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients C]`
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20]`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,6 +127,12 @@ fn run(settings: &Settings) -> Result<(), String> {
             name: "plain workerd",
             base: plain.base.clone(),
             pid: plain.pid(),
+        },
+        // The same without group commit: the difference is the object's hop.
+        Runtime {
+            name: "plain workerd, MQLITE_COALESCE=off",
+            base: direct.base.clone(),
+            pid: direct.pid(),
         },
     ];
 

@@ -324,23 +324,17 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
             .map_err(|e| format!("{name} on port {port}: {e}"))
             .and_then(|r| r.into_string().map_err(|e| e.to_string()))
     };
-    rpc(
-        port,
-        "AdminService/CreateQueue",
-        r#"{"name":"serve","config":{}}"#,
-    )
-    .expect("CreateQueue");
+    // `make serve` keeps its data in `data/` across runs: a queue of its own.
+    let queue = format!("serve-{port}-{}", std::process::id());
+    let create = format!(r#"{{"name":"{queue}","config":{{}}}}"#);
+    rpc(port, "AdminService/CreateQueue", &create).expect("CreateQueue");
+    let send = format!(r#"{{"queue":"{queue}","messages":[{{"body":"aGk="}}]}}"#);
     let seqs: Vec<String> = std::thread::scope(|scope| {
         let sends: Vec<_> = (0..16u16)
             .map(|i| {
                 let port = port + i % processes;
-                scope.spawn(move || {
-                    rpc(
-                        port,
-                        "QueueService/Send",
-                        r#"{"queue":"serve","messages":[{"body":"aGk="}]}"#,
-                    )
-                })
+                let (rpc, send) = (&rpc, &send);
+                scope.spawn(move || rpc(port, "QueueService/Send", send))
             })
             .collect();
         sends
@@ -355,7 +349,7 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
     let stats = rpc(
         port + processes - 1,
         "QueueService/Stats",
-        r#"{"queue":"serve"}"#,
+        &format!(r#"{{"queue":"{queue}"}}"#),
     )
     .expect("Stats");
     assert!(stats.contains(r#""active":16"#), "{stats}");
