@@ -33,12 +33,14 @@ fn config() -> Config {
         .expect("valid test configuration")
 }
 
-fn direct() -> Broker<InProcess> {
+/// A broker over a fresh database and manual clock, its transport made
+/// from the in-process one.
+fn broker<T: Transport>(transport: impl FnOnce(InProcess) -> T) -> Broker<T> {
     let temp = TempDb::new();
     let clock = Clock::manual(T0);
-    let transport = InProcess {
+    let transport = transport(InProcess {
         db: temp.db.clone(),
-    };
+    });
     let service = Service::new(
         Ok((config(), transport)),
         clock.clone(),
@@ -49,6 +51,10 @@ fn direct() -> Broker<InProcess> {
         clock,
         temp,
     }
+}
+
+fn direct() -> Broker<InProcess> {
+    broker(|db| db)
 }
 
 /// Every grouped write through one coalescer, whatever its queue: seqs are
@@ -76,45 +82,30 @@ impl Transport for OneGroup {
 }
 
 fn one_group() -> Broker<OneGroup> {
-    let temp = TempDb::new();
-    let clock = Clock::manual(T0);
-    let transport = OneGroup(GroupedTransport::new(
-        InProcess {
-            db: temp.db.clone(),
-        },
-        Bounds::default(),
-    ));
-    let service = Service::new(
-        Ok((config(), transport)),
-        clock.clone(),
-        Arc::new(Isolate::new(T0)),
-    );
-    Broker {
-        service,
-        clock,
-        temp,
-    }
+    broker(|db| OneGroup(GroupedTransport::new(db, Bounds::default())))
 }
 
 fn grouped(bounds: Bounds) -> Broker<GroupedTransport<InProcess>> {
-    let temp = TempDb::new();
-    let clock = Clock::manual(T0);
-    let transport = GroupedTransport::new(
-        InProcess {
-            db: temp.db.clone(),
-        },
-        bounds,
-    );
-    let service = Service::new(
-        Ok((config(), transport)),
-        clock.clone(),
-        Arc::new(Isolate::new(T0)),
-    );
-    Broker {
-        service,
-        clock,
-        temp,
-    }
+    broker(|db| GroupedTransport::new(db, bounds))
+}
+
+/// `n` one-message Sends to `queue`.
+fn sends(queue: &str, n: usize) -> Vec<Call> {
+    (0..n)
+        .map(|i| {
+            rpc(
+                "QueueService/Send",
+                json!({"queue": queue, "messages": [{"body": b64(&format!("b{i}"))}]}),
+            )
+        })
+        .collect()
+}
+
+/// A queue's Stats answer.
+async fn stats<T: Transport>(broker: &Broker<T>, queue: &str) -> (u16, Value) {
+    broker
+        .call(&rpc("QueueService/Stats", json!({"queue": queue})))
+        .await
 }
 
 /// One request of the mix: method, path and JSON body.
@@ -529,14 +520,7 @@ async fn concurrent_mixes_answer_as_they_would_alone_and_leave_the_same_rows() {
 async fn concurrent_writes_of_a_queue_meet_in_batches() {
     let broker = grouped(Bounds::default());
     broker.call(&setup_calls()[0]).await;
-    let sends: Vec<Call> = (0..8)
-        .map(|i| {
-            rpc(
-                "QueueService/Send",
-                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
-            )
-        })
-        .collect();
+    let sends = sends("std", 8);
     let before = broker.temp.db.pipeline_requests();
     let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
     let seqs: Vec<i64> = answers
@@ -598,9 +582,7 @@ async fn a_rejected_member_rolls_back_alone() {
     assert_eq!(answers[2].1["code"], "group_required");
     assert_eq!(answers[1].1["seq_numbers"], json!([2]));
     assert_eq!(answers[4].1["seq_numbers"], json!([3]));
-    let stats = broker
-        .call(&rpc("QueueService/Stats", json!({"queue": "grp"})))
-        .await;
+    let stats = stats(&broker, "grp").await;
     assert_eq!(stats.1["active"], 3, "{stats:?}");
 }
 
@@ -624,33 +606,9 @@ async fn a_lost_batch_answer_is_outcome_unknown_for_every_member() {
         }
         async fn pause(&self, _millis: u32) {}
     }
-    let temp = TempDb::new();
-    let clock = Clock::manual(T0);
-    let transport = GroupedTransport::new(
-        LosesBatches(InProcess {
-            db: temp.db.clone(),
-        }),
-        Bounds::default(),
-    );
-    let service = Service::new(
-        Ok((config(), transport)),
-        clock.clone(),
-        Arc::new(Isolate::new(T0)),
-    );
-    let broker = Broker {
-        service,
-        clock,
-        temp,
-    };
+    let broker = broker(|db| GroupedTransport::new(LosesBatches(db), Bounds::default()));
     broker.call(&setup_calls()[0]).await;
-    let sends: Vec<Call> = (0..3)
-        .map(|i| {
-            rpc(
-                "QueueService/Send",
-                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
-            )
-        })
-        .collect();
+    let sends = sends("std", 3);
     let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
     for (status, json) in &answers {
         assert_eq!(
@@ -660,9 +618,7 @@ async fn a_lost_batch_answer_is_outcome_unknown_for_every_member() {
         );
     }
     // They did commit (the answer was lost after the commit).
-    let stats = broker
-        .call(&rpc("QueueService/Stats", json!({"queue": "std"})))
-        .await;
+    let stats = stats(&broker, "std").await;
     assert_eq!(stats.1["active"], 3, "{stats:?}");
 }
 
@@ -675,14 +631,7 @@ async fn batches_respect_their_member_bound() {
         ..Bounds::default()
     });
     broker.call(&setup_calls()[0]).await;
-    let sends: Vec<Call> = (0..8)
-        .map(|i| {
-            rpc(
-                "QueueService/Send",
-                json!({"queue": "std", "messages": [{"body": b64(&format!("b{i}"))}]}),
-            )
-        })
-        .collect();
+    let sends = sends("std", 8);
     let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
     assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
     let stats = broker
