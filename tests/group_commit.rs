@@ -316,11 +316,21 @@ impl Mix {
             80..=84 => Op::Plain(rpc(
                 "QueueService/Schedule",
                 json!({"queue": queue, "messages": [{"body": body, "group_id": "g1"}],
-                       "scheduled_enqueue_time_ms": T0 + 1_000_000_000}),
+                // Now and then in the past: its guard fires inside the batch.
+                "scheduled_enqueue_time_ms": if self.rng.one_in(3) {
+                    T0 - 1
+                } else {
+                    T0 + 1_000_000_000
+                }}),
             )),
             85..=89 => Op::Plain(pgmq(
                 "POST",
-                "/v1/queues/pg/messages",
+                // A missing queue now and then: a guard that fires in the batch.
+                if self.rng.one_in(4) {
+                    "/v1/queues/nope/messages"
+                } else {
+                    "/v1/queues/pg/messages"
+                },
                 json!({"message": {"n": self.next_body}, "headers": {"h": 1}}),
             )),
             90..=94 => Op::Plain(pgmq(
