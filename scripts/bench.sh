@@ -7,7 +7,7 @@
 # with pgmq's reference HTTP adapter (mqlite-sidebyside; it installs Debian's
 # PostgreSQL and pgmq[fastapi] from PyPI when they are missing).
 # Then long-poll wake-up with and without the Durable Object wake hints
-# (mqlite-wake).
+# (mqlite-wake), and the Worker module's size and cold start (mqlite-module).
 # Extra arguments go to mqlite-bench, e.g. `make bench ARGS="--iterations 500"`;
 # SIDEBYSIDE_ARGS to mqlite-sidebyside, e.g. "--seconds 10 --requests 100".
 # With SQLD_BIN naming sqld, everything runs against sqld; without it, what
@@ -51,12 +51,15 @@ bounded target/release/mqlite-bench "$@"
 # shellcheck disable=SC2086 # WAKE_ARGS is a list of flags
 bounded target/release/mqlite-wake ${WAKE_ARGS:-}
 
+workerd_bin="$(find "$NPM_DIR/node_modules/@cloudflare" -path '*/workerd-linux-*/bin/workerd' -type f 2>/dev/null | head -n 1)"
+[ -x "$workerd_bin" ] || die "no workerd binary under $NPM_DIR/node_modules/@cloudflare (wrangler's npm package ships it: rerun scripts/setup.sh)"
+log "the Worker's module: its size, its compilation, a fresh workerd's first answer"
+MQLITE_BENCH_WORKERD="$workerd_bin" bounded target/release/mqlite-module
+
 if [ -z "$sqld" ]; then
   log "SKIPPED Worker CPU per RPC and throughput against pgmq's adapter: they run mqlite-edge on sqld (set SQLD_BIN)"
   exit 0
 fi
-workerd_bin="$(find "$NPM_DIR/node_modules/@cloudflare" -path '*/workerd-linux-*/bin/workerd' -type f 2>/dev/null | head -n 1)"
-[ -x "$workerd_bin" ] || die "no workerd binary under $NPM_DIR/node_modules/@cloudflare (wrangler's npm package ships it: rerun scripts/setup.sh)"
 pgmq_install
 trap pgmq_stop EXIT
 pgmq_start

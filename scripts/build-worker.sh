@@ -23,10 +23,16 @@ vendor_asset "$ui/swagger-ui-dist/LICENSE" docs/swagger-ui/LICENSE
 vendor_asset "$ui/redoc/bundles/redoc.standalone.js" redoc/redoc.standalone.js
 vendor_asset "$ui/redoc/LICENSE" redoc/LICENSE
 
+# The console's files, which the Worker serves from the ASSETS binding.
+for file in index.html console.js console.css; do
+  vendor_asset "console/$file" "ui/$file"
+done
+
 if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0; fi
 # worker-build always re-runs wasm-bindgen and wasm-opt: skip it when nothing
 # that goes into the Worker changed since the last build.
 if [ -f build/worker/shim.mjs ] && [ -f build/index_bg.wasm ] \
+   && [ -f build/assets/openapi.json ] \
    && [ -z "$(find src console migrations openapi build.rs Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
   log "Worker build is up to date"
   exit 0
@@ -45,3 +51,21 @@ export WASM_OPT_BIN="$NPM_DIR/node_modules/binaryen/bin/wasm-opt"
 # A target dir of its own: the wasm toolchain differs from the native one.
 export CARGO_TARGET_DIR="$REPO_ROOT/target/wasm"
 worker-build --release >&2 || die "worker-build failed"
+# worker-build keeps the name section (function names: a tenth of the gzipped
+# module, parsed by every cold start). Dropped here; a panic's stack trace
+# then shows wasm-function[N] instead of names (docs/deviations.md).
+# The feature set worker-build gives wasm-opt, so nothing is re-encoded.
+features=()
+for feature in mutable-globals sign-ext nontrapping-float-to-int bulk-memory \
+  multivalue reference-types exception-handling; do
+  features+=("--enable-$feature")
+done
+"$WASM_OPT_BIN" --strip-debug --strip-producers "${features[@]}" \
+  build/index_bg.wasm -o build/index_bg.wasm.stripped \
+  && mv -f build/index_bg.wasm.stripped build/index_bg.wasm \
+  || die "wasm-opt --strip-debug failed"
+# The merged OpenAPI document build.rs wrote for this build (the newest of
+# the build script's outputs), which the Worker serves from ASSETS.
+openapi="$(ls -t "$CARGO_TARGET_DIR"/wasm32-unknown-unknown/release/build/mqlite-edge-*/out/openapi.json 2>/dev/null | head -n 1)"
+[ -n "$openapi" ] || die "build.rs wrote no openapi.json under $CARGO_TARGET_DIR"
+vendor_asset "$openapi" openapi.json

@@ -2,8 +2,11 @@
 //! [`crate::http`] types and back, and implements the platform seams
 //! (database fetch with a timeout, timers). Nothing clever lives here.
 
+use std::pin::pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use futures_util::future::{select, Either};
 
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -14,7 +17,7 @@ use worker::{
 
 use crate::engine::{Clock, Effects, Engine, Parked, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
-use crate::store::{pipeline_url, HttpReply, Transport, TransportError};
+use crate::store::{pipeline_url, Carried, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
 
 mod waker;
@@ -141,14 +144,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     let request = http::Request {
         method: req.method().to_string(),
         // The query string rides along: the pgmq dialect reads `?unlogged`.
-        // One parse of the URL (`Request::path` would parse it again).
-        path: match req.url() {
-            Ok(url) => match url.query() {
-                Some(query) => format!("{}?{query}", url.path()),
-                None => url.path().to_owned(),
-            },
-            Err(_) => req.path(),
-        },
+        path: http::path_and_query(&req.inner().url()).to_owned(),
         headers: req.headers().entries().collect(),
     };
     let content_length = req
@@ -161,7 +157,16 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
         request: &mut req,
         content_length,
     };
-    let response = service.handle(&request, body, &waiter).await;
+    let mut response = service.handle(&request, body, &waiter).await;
+    if let Some(path) = response.asset() {
+        match asset_bytes(&env, path).await {
+            Ok(bytes) => response.body = bytes,
+            Err(e) => {
+                worker::console_error!("static asset {path}: {e}");
+                response = http::Response::asset_unavailable();
+            }
+        }
+    }
     if let Some(line) = response.log_line() {
         worker::console_error!("{} {}: {line}", request.method, request.path);
     }
@@ -169,6 +174,35 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
         notify_after(&ctx, waker, response.wake_hints());
     }
     to_worker_response(response)
+}
+
+/// The binding of the Worker's static assets (`wrangler.toml` `[assets]`).
+const ASSETS_BINDING: &str = "ASSETS";
+/// The platform serves assets by path; the host is never resolved.
+const ASSETS_ORIGIN: &str = "https://assets.invalid";
+/// Bound on one asset fetch (the platform serves them from its own cache).
+const ASSET_TIMEOUT_MS: u64 = 5_000;
+
+/// The bytes of the static asset at `path` (`http::assets`), from the
+/// `ASSETS` binding, bounded.
+async fn asset_bytes(env: &Env, path: &str) -> Result<Vec<u8>, String> {
+    let assets = env
+        .assets(ASSETS_BINDING)
+        .map_err(|e| format!("no {ASSETS_BINDING} binding: {e}"))?;
+    let url = format!("{ASSETS_ORIGIN}{path}");
+    let exchange = async {
+        let mut answer = assets.fetch(url, None).await.map_err(|e| e.to_string())?;
+        match answer.status_code() {
+            200 => answer.bytes().await.map_err(|e| e.to_string()),
+            status => Err(format!("answered {status}")),
+        }
+    };
+    let timeout = Delay::from(Duration::from_millis(ASSET_TIMEOUT_MS));
+    let answer = match select(pin!(exchange), pin!(timeout)).await {
+        Either::Left((answer, _)) => answer,
+        Either::Right(_) => Err(format!("no answer within {ASSET_TIMEOUT_MS} ms")),
+    };
+    answer
 }
 
 /// Sends the answer's wake hints once it is on its way, off its path: a
@@ -466,13 +500,17 @@ impl Transport for WorkerTransport {
         self.database.post(body).await
     }
 
-    async fn send_grouped(&self, queue: &str, body: &str) -> Result<HttpReply, TransportError> {
+    async fn send_grouped(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> (Result<HttpReply, TransportError>, Carried) {
         if let Some(committer) = &self.committer {
-            if let Grouped::Outcome(outcome) = committer.commit(queue, body).await {
-                return outcome;
+            if let Grouped::Outcome(outcome, carried) = committer.commit(queue, body).await {
+                return (outcome, carried);
             }
         }
-        self.database.post(body).await
+        (self.database.post(body).await, Carried::Direct)
     }
 
     async fn pause(&self, millis: u32) {

@@ -73,7 +73,10 @@ impl Transport for OneGroup {
         &self,
         _queue: &str,
         body: &str,
-    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+    ) -> (
+        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
+        mqlite_edge::store::Carried,
+    ) {
         self.0.send_grouped("all", body).await
     }
     async fn pause(&self, millis: u32) {
@@ -555,6 +558,44 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
         .transport()
         .stats();
     assert_eq!((stats.batches, stats.members, stats.largest), (2, 8, 7));
+    // Observe tells the same: eight writes in batches, two batches (of
+    // one and of seven), counted once each.
+    let observed = group_commit(&broker).await;
+    assert_eq!(
+        observed,
+        json!({
+            "direct_writes": 0,
+            "batched_writes": 8,
+            "batch_members": {
+                "bounds": [1, 2, 4, 8, 16, 32, 64],
+                "bucket_counts": [1, 1, 1, 2, 2, 2, 2],
+                "count": 2,
+                "sum": 8,
+            },
+        })
+    );
+}
+
+/// What Observe reports of group commit.
+async fn group_commit<T: Transport>(broker: &Broker<T>) -> Value {
+    let (status, answer) = broker.call(&rpc("AdminService/Observe", json!({}))).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["storage"]["group_commit"].clone()
+}
+
+/// Without a coalescer every write that could be grouped is counted as
+/// carried directly, and no batch forms.
+#[tokio::test]
+async fn writes_without_a_coalescer_are_observed_as_direct() {
+    let broker = direct();
+    broker.call(&setup_calls()[0]).await;
+    for send in sends("std", 3) {
+        assert_eq!(broker.call(&send).await.0, 200);
+    }
+    let observed = group_commit(&broker).await;
+    assert_eq!(observed["direct_writes"], 3, "{observed}");
+    assert_eq!(observed["batched_writes"], 0, "{observed}");
+    assert_eq!(observed["batch_members"]["count"], 0, "{observed}");
 }
 
 /// One member's guard rolls back only its own savepoint: the others in the

@@ -5,8 +5,9 @@
 //! compatibility date and `[vars]` plus `MQLITE_DB`, `MQLITE_TOKENS` and
 //! any extra variables as text bindings, the `QueueWaker` Durable Object
 //! namespace bound as `MQLITE_WAKER` (wake hints and group commit, objects
-//! kept in memory), and outbound network to loopback allowed. Killed on
-//! drop.
+//! kept in memory), `build/assets` as the `ASSETS` binding (a disk service:
+//! the console's files and the OpenAPI document), and outbound network to
+//! loopback allowed. Killed on drop.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,12 +58,18 @@ impl Workerd {
             .map(|(k, v)| format!("(name = {k:?}, text = {v:?})"))
             .collect();
         bindings.push(r#"(name = "MQLITE_WAKER", durableObjectNamespace = "QueueWaker")"#.into());
+        bindings.push(r#"(name = "ASSETS", service = "assets")"#.into());
+        let assets = build.join("assets");
+        let assets = assets
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", assets.display()))?;
         let config = format!(
             r#"using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
   services = [
     (name = "main", worker = .worker),
     (name = "net", network = (allow = ["public", "private", "local"])),
+    (name = "assets", disk = (path = {assets:?}, writable = false)),
   ],
   sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
 );
@@ -79,6 +86,7 @@ const worker :Workerd.Worker = (
 );
 "#,
             bindings = bindings.join(", "),
+            assets = assets.display().to_string(),
         );
         let dir =
             std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
@@ -121,7 +129,8 @@ const worker :Workerd.Worker = (
                     std::fs::read_to_string(served.dir.join("workerd.log")).unwrap_or_default();
                 return Err(format!("workerd did not serve /healthz:\n{log}"));
             }
-            std::thread::sleep(Duration::from_millis(100));
+            // Fine-grained: `mqlite-module` times a cold start by this loop.
+            std::thread::sleep(Duration::from_millis(5));
         }
         Ok(served)
     }

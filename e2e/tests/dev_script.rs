@@ -353,4 +353,27 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
     )
     .expect("Stats");
     assert!(stats.contains(r#""active":16"#), "{stats}");
+    // Every Send went through an object's batch, and every batch was
+    // counted once, by the process its first member came from.
+    let (mut batched, mut members, mut direct) = (0, 0, 0);
+    for p in 0..processes {
+        let observed = rpc(port + p, "AdminService/Observe", "{}").expect("Observe");
+        let observed: serde_json::Value = serde_json::from_str(&observed).expect("JSON");
+        let group = &observed["storage"]["group_commit"];
+        batched += group["batched_writes"].as_u64().expect("batched_writes");
+        members += group["batch_members"]["sum"].as_u64().expect("sum");
+        direct += group["direct_writes"].as_u64().expect("direct_writes");
+    }
+    // The static assets reach the Worker through workerd's disk service.
+    for (path, marker) in [("/openapi.json", "\"openapi\""), ("/ui/", "<html")] {
+        let page = ureq::get(&format!("http://127.0.0.1:{port}{path}"))
+            .call()
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.into_string().map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(page.contains(marker), "{path}: {page:.200}");
+    }
+    assert!(batched >= 16, "{batched} writes in batches");
+    assert_eq!(members, batched, "each batch counted once");
+    assert_eq!(direct, 0, "nothing went around the objects");
 }

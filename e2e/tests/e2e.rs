@@ -1213,6 +1213,24 @@ fn docs_pages(s: &Stacks) -> Result<(), String> {
         "{:?}",
         doc.headers
     );
+    // The Worker answered (run_worker_first), not the asset layer alone:
+    // its caching headers ride on the bytes the ASSETS binding holds.
+    check!(
+        doc.header("etag").is_some() && doc.header("cache-control") == Some("public, max-age=300"),
+        "/openapi.json not answered by the Worker: {:?}",
+        doc.headers
+    );
+    let script = stack.raw("GET", "/ui/console.js", None, b"");
+    check!(
+        script.status == 200
+            && script.header("cache-control") == Some("no-cache")
+            && script.header("x-content-type-options") == Some("nosniff")
+            && script.header("etag").is_some()
+            && script.text.contains("addEventListener"),
+        "/ui/console.js: {} {:?}",
+        script.status,
+        script.headers
+    );
     let doc = doc.json();
     check!(doc["openapi"] == "3.1.0", "not OpenAPI 3.1");
     let card = stack.raw("GET", "/", None, b"").json();

@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::store::StoreError;
+use crate::store::{Carried, StoreError};
 
 /// Declares a closed vocabulary: the enum, `ALL` in contract order, and the
 /// contract spelling. Counters are arrays indexed by `value as usize`, which
@@ -131,6 +131,9 @@ pub struct StorageCall {
     pub seconds: f64,
     /// Attempts repeated because the one before provably did not apply.
     pub retries: u32,
+    /// How a write that may be grouped was carried, last attempt
+    /// (docs/engine.md#group-commit); `None` for the rest.
+    pub carried: Option<Carried>,
 }
 
 /// One entry of the journal.

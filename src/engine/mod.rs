@@ -173,13 +173,15 @@ impl<T: Transport> Engine<T> {
 
     /// An engine over the same database and settings for one request made
     /// with a managed key; it reports to the same journal.
-    pub fn for_key(&self, key: Arc<KeyCheck>) -> Engine<&T> {
-        let engine = Engine::new(
-            self.store.transport(),
-            self.clock.clone(),
-            self.limits.clone(),
-        )
-        .with_topics(self.topics.clone())
+    pub fn for_key(&self, key: Arc<KeyCheck>) -> Engine<T> {
+        let engine = Engine {
+            store: self.store.sharing(),
+            clock: self.clock.clone(),
+            limits: self.limits.clone(),
+            topics: self.topics.clone(),
+            credential: None,
+            effects: None,
+        }
         .with_credential(key);
         let engine = match self.store.write_health() {
             Some(health) => engine.with_write_health(health.clone()),
@@ -329,6 +331,7 @@ impl<T: Transport> Engine<T> {
             error,
             seconds,
             retries: stats.retries,
+            carried: stats.carried,
         }));
     }
 }

@@ -1,10 +1,9 @@
-//! The admin console (docs/http-api.md, "Open routes"): three static files from `console/`,
-//! compiled into the Worker so nothing is fetched at run time and no
-//! deployment step can forget them. The console is a client of the public
+//! The admin console (docs/http-api.md, "Open routes"): three static files from `console/`
+//! ([`assets`]: static assets on a Worker, compiled in elsewhere). The console is a client of the public
 //! RPCs only; this module just hands out its files, and the API path pays
 //! nothing for it beyond the prefix check in [`owns`].
 
-use super::{Request, Response};
+use super::{assets, Request, Response};
 use crate::wire::{ApiError, ErrorCode};
 
 /// Where the console lives; also the card's `ui` member.
@@ -20,37 +19,32 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 struct Asset {
     name: &'static str,
     content_type: &'static str,
-    body: &'static [u8],
-    /// A digest of `body` computed by the compiler, so serving a file never
-    /// hashes it.
+    /// Where the bytes are ([`assets`]).
+    path: &'static str,
+    /// A digest of the file computed by the compiler, so serving a file
+    /// never hashes it (and the Worker never carries the bytes to do so).
     etag: u64,
 }
 
-const fn asset(name: &'static str, content_type: &'static str, body: &'static [u8]) -> Asset {
-    Asset {
-        name,
-        content_type,
-        body,
-        etag: fnv1a(body),
-    }
-}
-
 const ASSETS: [Asset; 3] = [
-    asset(
-        "index.html",
-        "text/html; charset=utf-8",
-        include_bytes!("../../console/index.html"),
-    ),
-    asset(
-        "console.js",
-        "text/javascript; charset=utf-8",
-        include_bytes!("../../console/console.js"),
-    ),
-    asset(
-        "console.css",
-        "text/css; charset=utf-8",
-        include_bytes!("../../console/console.css"),
-    ),
+    Asset {
+        name: "index.html",
+        content_type: "text/html; charset=utf-8",
+        path: assets::CONSOLE_INDEX,
+        etag: fnv1a(include_bytes!("../../console/index.html")),
+    },
+    Asset {
+        name: "console.js",
+        content_type: "text/javascript; charset=utf-8",
+        path: assets::CONSOLE_SCRIPT,
+        etag: fnv1a(include_bytes!("../../console/console.js")),
+    },
+    Asset {
+        name: "console.css",
+        content_type: "text/css; charset=utf-8",
+        path: assets::CONSOLE_STYLE,
+        etag: fnv1a(include_bytes!("../../console/console.css")),
+    },
 ];
 
 /// 64-bit FNV-1a: a cache validator, not a security boundary.
@@ -119,10 +113,8 @@ pub fn serve(enabled: bool, request: &Request, path: &str) -> Response {
         ));
         headers.push(("X-Frame-Options".into(), "DENY".into()));
     }
-    let body = if request.method == "HEAD" {
-        Vec::new()
-    } else {
-        asset.body.to_vec()
-    };
-    Response::new(200, headers, body)
+    if request.method == "HEAD" {
+        return Response::new(200, headers, Vec::new());
+    }
+    Response::static_file(headers, asset.path)
 }

@@ -7,7 +7,9 @@
 
 use super::Response;
 
-/// The merged document, fixed for a build.
+/// The merged document, fixed for a build; a Worker serves it as a static
+/// asset (`super::assets`) instead of carrying it.
+#[cfg(not(target_arch = "wasm32"))]
 pub const OPENAPI_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
 
 /// Its entity tag (quoted), computed by `build.rs` from the document.
@@ -54,9 +56,9 @@ Redoc.init("/openapi.json", {}, document.getElementById("redoc"));
 /// revalidation of the current document (`If-None-Match`) is `304`.
 pub fn serve(method: &str, path: &str, if_none_match: Option<&str>) -> Option<Response> {
     let (content_type, body) = match path {
-        "/openapi.json" => ("application/json", OPENAPI_JSON),
-        "/docs" => ("text/html; charset=utf-8", SWAGGER_UI),
-        "/redoc" => ("text/html; charset=utf-8", REDOC),
+        "/openapi.json" => ("application/json", Body::Asset(super::assets::OPENAPI)),
+        "/docs" => ("text/html; charset=utf-8", Body::Page(SWAGGER_UI)),
+        "/redoc" => ("text/html; charset=utf-8", Body::Page(REDOC)),
         _ => return None,
     };
     if method != "GET" && method != "HEAD" {
@@ -81,6 +83,17 @@ pub fn serve(method: &str, path: &str, if_none_match: Option<&str>) -> Option<Re
             return Some(Response::new(304, headers, Vec::new()));
         }
     }
-    let body = if method == "HEAD" { "" } else { body };
-    Some(Response::new(200, headers, body.as_bytes().to_vec()))
+    if method == "HEAD" {
+        return Some(Response::new(200, headers, Vec::new()));
+    }
+    Some(match body {
+        Body::Asset(path) => Response::static_file(headers, path),
+        Body::Page(page) => Response::new(200, headers, page.as_bytes().to_vec()),
+    })
+}
+
+/// A document's bytes: a page compiled in, or a static asset.
+enum Body {
+    Page(&'static str),
+    Asset(&'static str),
 }

@@ -6,6 +6,7 @@
 //! `/ui`, and the contract's documents `/openapi.json`, `/docs`, `/redoc`) → authentication →
 //! route lookup → permission → method → body cap → strict decoding → handler.
 
+mod assets;
 mod auth;
 mod card;
 mod config;
@@ -18,7 +19,9 @@ mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config, PgmqSettings};
-pub use docs::{OPENAPI_ETAG, OPENAPI_JSON};
+pub use docs::OPENAPI_ETAG;
+#[cfg(not(target_arch = "wasm32"))]
+pub use docs::OPENAPI_JSON;
 pub use known_keys::{Known, KnownKeys};
 pub use pgmq::{Handler as PgmqHandler, PgmqRoute, PGMQ_ROUTES};
 pub use routes::{Route, Rpc, ROUTES};
@@ -64,6 +67,9 @@ pub struct Response {
     log: Option<String>,
     /// Queues to notify once the answer is on its way (docs/semantics.md#long-polling).
     wake: Vec<WakeHint>,
+    /// On a Worker, the static asset whose bytes are this answer's body
+    /// (`assets`); the platform shell fills it in.
+    asset: Option<&'static str>,
 }
 
 /// A wake hint for the platform to send after the response: messages
@@ -103,7 +109,36 @@ impl Response {
             code: None,
             log: None,
             wake: Vec::new(),
+            asset: None,
         }
+    }
+
+    /// A `200` whose body is the static file at `path`: its bytes where
+    /// they are compiled in, or a reference for the Worker to resolve.
+    fn static_file(headers: Vec<(String, String)>, path: &'static str) -> Self {
+        #[cfg(not(target_arch = "wasm32"))]
+        let response = Self::new(200, headers, assets::bytes(path).to_vec());
+        #[cfg(target_arch = "wasm32")]
+        let response = Response {
+            asset: Some(path),
+            ..Self::new(200, headers, Vec::new())
+        };
+        response
+    }
+
+    /// The static asset that is this answer's body, for the Worker to
+    /// fetch from its `ASSETS` binding; `None` when the body is complete.
+    pub fn asset(&self) -> Option<&'static str> {
+        self.asset
+    }
+
+    /// The answer when a static asset cannot be had (no `ASSETS` binding,
+    /// the platform failing): `503 unavailable`, like any backend outage.
+    pub fn asset_unavailable() -> Self {
+        Response::error(&ApiError::new(
+            ErrorCode::Unavailable,
+            "static asset unavailable",
+        ))
     }
 
     fn json(status: u16, body: String) -> Self {
@@ -169,6 +204,22 @@ impl Response {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// The path and query of a URL as the runtime serialized it (WHATWG: the
+/// first `/` after the host begins the path; `?` and `#` inside path and
+/// query are percent-encoded), without a URL parser: the Worker's module
+/// carries none (docs/bench.md, "Module size").
+pub fn path_and_query(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    let Some(start) = rest.find('/') else {
+        return "/";
+    };
+    let path_and_query = &rest[start..];
+    path_and_query
+        .split_once('#')
+        .map_or(path_and_query, |(before, _)| before)
 }
 
 /// An id that ties a generic error answer to its log line: random, or an
@@ -484,10 +535,10 @@ impl<T: Transport> Service<T> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn serve<E: Transport>(
+    async fn serve(
         &self,
         config: &Config,
-        engine: &Engine<E>,
+        engine: &Engine<T>,
         target: Target,
         principal: &Principal,
         request: &Request,
@@ -645,4 +696,34 @@ fn preflight() -> Response {
         ],
         Vec::new(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_and_query;
+
+    #[test]
+    fn the_path_and_query_are_cut_from_a_serialized_url() {
+        let cases = [
+            (
+                "https://q.example/mqlite.v1.QueueService/Send",
+                "/mqlite.v1.QueueService/Send",
+            ),
+            (
+                "http://127.0.0.1:8787/v1/queues/q/messages?unlogged=true",
+                "/v1/queues/q/messages?unlogged=true",
+            ),
+            ("https://q.example/ui/#queues", "/ui/"),
+            ("https://q.example/a%3Fb?x=%23y#frag", "/a%3Fb?x=%23y"),
+            ("https://user:pw@q.example:443/p?", "/p?"),
+            ("https://q.example", "/"),
+            (
+                "https://queue-waker/wait?since=5&ms=100",
+                "/wait?since=5&ms=100",
+            ),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(path_and_query(url), expected, "{url}");
+        }
+    }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::group_commit::GroupCommit;
 use super::histogram::{sanitize_seconds, Histogram};
 use super::vocab::{
     storage_error_code, AuthOutcome, Event, FilterStage, MaintenanceOutcome, StorageOp,
@@ -66,6 +67,7 @@ pub(super) struct Counters {
     pub(super) maintenance: [TaskCell; 7],
     /// 0 until the first successful collection in this isolate.
     pub(super) last_collection_success_ms: i64,
+    pub(super) group_commit: GroupCommit,
 }
 
 impl Counters {
@@ -89,6 +91,7 @@ impl Counters {
             filters: [0; 2],
             maintenance: [TaskCell::default(); 7],
             last_collection_success_ms: 0,
+            group_commit: GroupCommit::default(),
         }
     }
 

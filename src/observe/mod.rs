@@ -11,6 +11,7 @@
 //! database at sampling time and are exact, or absent when it cannot be read.
 
 mod counters;
+mod group_commit;
 mod histogram;
 pub mod prometheus;
 mod snapshot;
@@ -139,13 +140,18 @@ impl Registry {
                     event,
                     count,
                 } => counters.record_event(&queue, event, count),
-                Effect::Storage(call) => counters.record_storage(
-                    call.operation,
-                    call.outcome,
-                    call.error.as_ref().map_or("", classify),
-                    call.seconds,
-                    call.retries,
-                ),
+                Effect::Storage(call) => {
+                    counters.record_storage(
+                        call.operation,
+                        call.outcome,
+                        call.error.as_ref().map_or("", classify),
+                        call.seconds,
+                        call.retries,
+                    );
+                    if let Some(carried) = call.carried {
+                        counters.group_commit.record(carried);
+                    }
+                }
                 Effect::FilterFailure(stage) => counters.record_filter_failure(stage),
                 Effect::Maintenance {
                     task,

@@ -8,7 +8,9 @@
 
 use std::fmt::{self, Display, Write as _};
 
-use crate::wire::observe::{Histogram, ObserveResponse, QueueObservation, StorageOperation};
+use crate::wire::observe::{
+    Histogram, ObserveResponse, QueueObservation, SizeHistogram, StorageOperation,
+};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -283,6 +285,22 @@ fn storage(out: &mut String, o: &ObserveResponse) {
         "Time spent waiting for a connection of this code's pool.",
         |f| f.sample("", &[], Float(pool.wait_duration_seconds)),
     );
+    let group = &o.storage.group_commit;
+    counter(
+        out,
+        "mqlite_group_commit_writes_total",
+        "Writes that may share their queue's transaction, by how they were carried: in a batch or in a request of their own.",
+        |f| {
+            f.sample("", &[("carried", "batch")], group.batched_writes);
+            f.sample("", &[("carried", "direct")], group.direct_writes);
+        },
+    );
+    histogram(
+        out,
+        "mqlite_group_commit_batch_members",
+        "Writes per group commit batch, each batch counted once.",
+        |f| f.size_histogram(&[], &group.batch_members),
+    );
 }
 
 fn maintenance(out: &mut String, o: &ObserveResponse) {
@@ -464,18 +482,35 @@ impl Family<'_> {
         let _ = writeln!(self.samples, " {value}");
     }
 
-    /// `_bucket` per finite bound plus `+Inf`, then `_sum` and `_count`.
     fn histogram(&mut self, labels: &[(&str, &str)], h: &Histogram) {
         let bounds = h.bounds_seconds.iter().map(|b| Float(*b).to_string());
+        let sum = Float(h.sum_seconds);
+        self.buckets(labels, bounds, &h.bucket_counts, h.count, sum);
+    }
+
+    fn size_histogram(&mut self, labels: &[(&str, &str)], h: &SizeHistogram) {
+        let bounds = h.bounds.iter().map(u64::to_string);
+        self.buckets(labels, bounds, &h.bucket_counts, h.count, h.sum);
+    }
+
+    /// `_bucket` per finite bound plus `+Inf`, then `_sum` and `_count`.
+    fn buckets(
+        &mut self,
+        labels: &[(&str, &str)],
+        bounds: impl Iterator<Item = String>,
+        cumulative: &[u64],
+        count: u64,
+        sum: impl Display,
+    ) {
         let infinity = std::iter::once("+Inf".to_string());
-        let counts = h.bucket_counts.iter().copied().chain([h.count]);
-        for (le, count) in bounds.chain(infinity).zip(counts) {
+        let counts = cumulative.iter().copied().chain([count]);
+        for (le, n) in bounds.chain(infinity).zip(counts) {
             let mut with_le = labels.to_vec();
             with_le.push(("le", &le));
-            self.sample("_bucket", &with_le, count);
+            self.sample("_bucket", &with_le, n);
         }
-        self.sample("_sum", labels, Float(h.sum_seconds));
-        self.sample("_count", labels, h.count);
+        self.sample("_sum", labels, sum);
+        self.sample("_count", labels, count);
     }
 }
 

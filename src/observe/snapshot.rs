@@ -129,6 +129,7 @@ impl Counters {
                 wait_count: 0,
                 wait_duration_seconds: 0.0,
             },
+            group_commit: self.group_commit.to_wire(),
         }
     }
 

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::hrana::{Condition, HranaError};
-use super::transport::{HttpReply, Transport, TransportError};
+use super::transport::{Carried, HttpReply, Transport, TransportError};
 
 /// What a batch may hold, well inside Turso's 5 s transaction limit and
 /// sqld's request limits.
@@ -473,6 +473,11 @@ pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<V
         .collect()
 }
 
+/// The verdict of a member whose batch went away mid-flight: it may have run.
+fn abandoned() -> Verdict {
+    Verdict::Lost("the batch was abandoned".into())
+}
+
 /// A submission waiting for its batch.
 struct Waiting {
     member: Member,
@@ -483,7 +488,8 @@ enum Signal {
     /// Send the next batch: the waiter is its first member, and learns its
     /// own verdict on the receiver it is handed.
     Lead(oneshot::Receiver<Signal>),
-    Done(Verdict),
+    /// The member's verdict, and how it was carried.
+    Done(Verdict, Carried),
 }
 
 #[derive(Default)]
@@ -530,11 +536,12 @@ impl Coalescer {
 
     /// Runs `body` (a write program's pipeline) in the next batch through
     /// `transport`, and answers what the member would have been answered
-    /// alone.
-    pub async fn submit<T: Transport>(&self, transport: &T, body: &str) -> Verdict {
+    /// alone, with how it was carried (`Direct`: in no batch it knows of,
+    /// being invalid or abandoned).
+    pub async fn submit<T: Transport>(&self, transport: &T, body: &str) -> (Verdict, Carried) {
         let member = match Member::parse(body) {
             Ok(member) => member,
-            Err(e) => return Verdict::Invalid(e),
+            Err(e) => return (Verdict::Invalid(e), Carried::Direct),
         };
         let (signal, signalled) = oneshot::channel();
         let lead_now = {
@@ -550,18 +557,18 @@ impl Coalescer {
                 signalled,
             };
             match (&mut wait.signalled).await {
-                Ok(Signal::Done(verdict)) => return verdict,
+                Ok(Signal::Done(verdict, carried)) => return (verdict, carried),
                 Ok(Signal::Lead(own)) => own,
                 // The batch holding it was dropped mid-flight: it may have run.
-                Err(_) => return Verdict::Lost("the batch was abandoned".into()),
+                Err(_) => return (abandoned(), Carried::Direct),
             }
         };
         let handoff = Handoff(self);
         self.lead(transport).await;
         drop(handoff);
         match own.await {
-            Ok(Signal::Done(verdict)) => verdict,
-            _ => Verdict::Lost("the batch was abandoned".into()),
+            Ok(Signal::Done(verdict, carried)) => (verdict, carried),
+            _ => (abandoned(), Carried::Direct),
         }
     }
 
@@ -576,10 +583,16 @@ impl Coalescer {
             stats.members += members.len() as u64;
             stats.largest = stats.largest.max(members.len() as u64);
         }
+        let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
         let merged = merge(&members);
         let reply = transport.send_pipeline(&merged.body).await;
-        for (signal, verdict) in signals.into_iter().zip(split(&merged, reply)) {
-            let _ = signal.send(Signal::Done(verdict));
+        let verdicts = split(&merged, reply);
+        for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
+            let carried = Carried::Batch {
+                members: size,
+                first: i == 0,
+            };
+            let _ = signal.send(Signal::Done(verdict, carried));
         }
     }
 
@@ -696,14 +709,16 @@ impl<T: Transport> Transport for GroupedTransport<T> {
         self.inner.send_pipeline(body).await
     }
 
-    async fn send_grouped(&self, queue: &str, body: &str) -> Result<HttpReply, TransportError> {
+    async fn send_grouped(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> (Result<HttpReply, TransportError>, Carried) {
         if body.len() > MEMBER_MAX_BYTES {
-            return self.inner.send_pipeline(body).await;
+            return (self.inner.send_pipeline(body).await, Carried::Direct);
         }
-        self.coalescer(queue)
-            .submit(&self.inner, body)
-            .await
-            .into_reply()
+        let (verdict, carried) = self.coalescer(queue).submit(&self.inner, body).await;
+        (verdict.into_reply(), carried)
     }
 
     async fn pause(&self, millis: u32) {

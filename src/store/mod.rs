@@ -37,7 +37,7 @@ pub use health::{Policy, WriteHealth, WriteState};
 pub use program::{Gate, Program, StepId};
 pub use rows::{Row, RowError};
 pub use statement::Statement;
-pub use transport::{HttpReply, Transport, TransportError};
+pub use transport::{Carried, HttpReply, Transport, TransportError};
 
 use std::sync::Arc;
 
@@ -163,6 +163,9 @@ pub struct RunStats {
     /// Requests this run may send in all; once `fetches` reaches it, the
     /// run stops with what it has (nothing more is sent).
     pub fetch_limit: u32,
+    /// How the last grouped write attempt was carried; `None` for reads and
+    /// for writes that are never grouped.
+    pub carried: Option<Carried>,
 }
 
 impl Default for RunStats {
@@ -171,6 +174,7 @@ impl Default for RunStats {
             retries: 0,
             fetches: 0,
             fetch_limit: u32::MAX,
+            carried: None,
         }
     }
 }
@@ -196,7 +200,10 @@ enum Attempt {
 
 /// A libSQL database reached over Hrana pipelines.
 pub struct Store<T> {
-    transport: T,
+    /// Shared with the stores made by [`Store::sharing`]: one type for every
+    /// store of an isolate, so the engine is compiled once (a store over
+    /// `&T` beside one over `T` doubled the Worker's wasm).
+    transport: Arc<T>,
     /// The isolate's write breaker; `None` sends every write.
     health: Option<Arc<WriteHealth>>,
 }
@@ -204,7 +211,15 @@ pub struct Store<T> {
 impl<T: Transport> Store<T> {
     pub fn new(transport: T) -> Self {
         Store {
-            transport,
+            transport: Arc::new(transport),
+            health: None,
+        }
+    }
+
+    /// Another store over the same transport, without a write breaker.
+    pub fn sharing(&self) -> Self {
+        Store {
+            transport: self.transport.clone(),
             health: None,
         }
     }
@@ -343,7 +358,11 @@ impl<T: Transport> Store<T> {
         };
         stats.fetches += 1;
         let sent = match group {
-            Some(queue) => self.transport.send_grouped(queue, body).await,
+            Some(queue) => {
+                let (sent, carried) = self.transport.send_grouped(queue, body).await;
+                stats.carried = Some(carried);
+                sent
+            }
             None => self.transport.send_pipeline(body).await,
         };
         if let Some(permit) = permit {

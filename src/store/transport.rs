@@ -11,6 +11,23 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
+/// How a grouped write reached the database (docs/engine.md#group-commit),
+/// for Observe and `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    /// In its own request: group commit off, no coalescer, a member too
+    /// large, or the coalescer would not take it.
+    Direct,
+    /// In one transaction with the other writes of its queue in flight.
+    Batch {
+        /// Writes the batch carried, itself included (1: it went alone).
+        members: u32,
+        /// It was the batch's first member: the one that counts the batch,
+        /// so batches are counted once whichever isolate sees them.
+        first: bool,
+    },
+}
+
 /// A failed exchange, split by what it proves about the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportError {
@@ -55,15 +72,16 @@ pub trait Transport {
 
     /// Sends a write program's pipeline that may share one transaction with
     /// the other writes on `queue` in flight (group commit,
-    /// [`super::group`]); the answer is the one it would have had alone. A
-    /// transport without a coalescer sends it alone.
+    /// [`super::group`]); the answer is the one it would have had alone,
+    /// beside how it was carried. A transport without a coalescer sends it
+    /// alone.
     fn send_grouped(
         &self,
         queue: &str,
         body: &str,
-    ) -> impl Future<Output = Result<HttpReply, TransportError>> {
+    ) -> impl Future<Output = (Result<HttpReply, TransportError>, Carried)> {
         let _ = queue;
-        self.send_pipeline(body)
+        async move { (self.send_pipeline(body).await, Carried::Direct) }
     }
 
     /// Waits between retry attempts on the platform's own timer.
@@ -79,7 +97,7 @@ impl<T: Transport> Transport for &T {
         &self,
         queue: &str,
         body: &str,
-    ) -> impl Future<Output = Result<HttpReply, TransportError>> {
+    ) -> impl Future<Output = (Result<HttpReply, TransportError>, Carried)> {
         (**self).send_grouped(queue, body)
     }
 

@@ -84,6 +84,30 @@ pub struct Histogram {
 pub struct Storage {
     pub operations: Vec<StorageOperation>,
     pub pool: Pool,
+    pub group_commit: GroupCommit,
+}
+
+/// How the writes that may share their queue's transaction were carried
+/// (docs/engine.md#group-commit), in this isolate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupCommit {
+    /// Sent in a request of their own.
+    pub direct_writes: u64,
+    /// Sent in a batch (of one, when nobody else was in flight).
+    pub batched_writes: u64,
+    /// The batches that formed, by members; each counted once, by its
+    /// first member's isolate.
+    pub batch_members: SizeHistogram,
+}
+
+/// A histogram of counts: `bucket_counts[i]` observations at most
+/// `bounds[i]` (cumulative), `count` in all, summing to `sum`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeHistogram {
+    pub bounds: Vec<u64>,
+    pub bucket_counts: Vec<u64>,
+    pub count: u64,
+    pub sum: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -18,7 +18,7 @@ use worker::{
 use super::DatabaseFetch;
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
-use crate::store::{HttpReply, TransportError};
+use crate::store::{Carried, HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
 /// The binding `wrangler.toml` declares.
@@ -83,19 +83,24 @@ impl DurableObject for QueueWaker {
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let url = req.url()?;
-        if url.path() == "/commit" {
+        let url = req.inner().url();
+        let target = crate::http::path_and_query(&url);
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path == "/commit" {
             return self.commit(&mut req).await;
         }
         if self.fault == Fault::Error {
             return Response::error("wake fault injected", 500);
         }
+        // Only this module writes these queries: plain `name=integer` pairs.
         let arg = |name: &str| {
-            url.query_pairs()
-                .find(|(k, _)| k == name)
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .find(|(k, _)| *k == name)
                 .and_then(|(_, v)| v.parse::<i64>().ok())
         };
-        match url.path() {
+        match path {
             "/wait" => {
                 let (Some(since), Some(ms)) = (arg("since"), arg("ms")) else {
                     return Response::error("since and ms are required", 400);
@@ -139,12 +144,19 @@ impl QueueWaker {
             (Ok(database), _) => database,
         };
         let body = req.text().await?;
-        match self.coalescer.submit(database, &body).await {
+        let (verdict, carried) = self.coalescer.submit(database, &body).await;
+        let mut response = match verdict {
             Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
             Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
             Verdict::Lost(m) => verdict_response(GROUP_LOST, &m, None),
             Verdict::Invalid(m) => verdict_response(GROUP_UNAVAILABLE, &m, None),
+        }?;
+        if let Carried::Batch { members, first } = carried {
+            let headers = response.headers_mut();
+            headers.set(GROUP_MEMBERS, &members.to_string())?;
+            headers.set(GROUP_FIRST, if first { "1" } else { "0" })?;
         }
+        Ok(response)
     }
 }
 
@@ -153,6 +165,10 @@ impl QueueWaker {
 const GROUP_VERDICT: &str = "x-mqlite-group";
 /// The database's own status, beside an `answer` verdict.
 const GROUP_DB_STATUS: &str = "x-mqlite-db-status";
+/// How many writes the batch carried (Observe, `/metrics`).
+const GROUP_MEMBERS: &str = "x-mqlite-group-members";
+/// `1` on the answer to the batch's first member, which counts the batch.
+const GROUP_FIRST: &str = "x-mqlite-group-first";
 const GROUP_ANSWER: &str = "answer";
 const GROUP_RETRY: &str = "retry";
 const GROUP_LOST: &str = "lost";
@@ -188,8 +204,9 @@ pub struct Committer {
 
 /// What the Worker does with a grouped write.
 pub enum Grouped {
-    /// The object ran it (or may have): this is the outcome.
-    Outcome(std::result::Result<HttpReply, TransportError>),
+    /// The object ran it (or may have): this is the outcome, and how it
+    /// was carried.
+    Outcome(std::result::Result<HttpReply, TransportError>, Carried),
     /// The object did not take it: send it to the database directly.
     Direct,
 }
@@ -235,38 +252,48 @@ impl Committer {
             let header = |name: &str| response.headers().get(name).ok().flatten();
             let verdict = header(GROUP_VERDICT);
             let db_status = header(GROUP_DB_STATUS).and_then(|s| s.parse::<u16>().ok());
+            let carried = match header(GROUP_MEMBERS).and_then(|s| s.parse::<u32>().ok()) {
+                Some(members) => Carried::Batch {
+                    members,
+                    first: header(GROUP_FIRST).is_some_and(|f| f == "1"),
+                },
+                None => Carried::Direct,
+            };
             let body = response
                 .bytes()
                 .await
                 .map_err(|e| TransportError::AnswerLost(format!("group commit answer: {e}")))?;
-            Ok(Some((verdict, db_status, body)))
+            Ok(Some((verdict, db_status, body, carried)))
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
             Either::Left((answer, _)) => answer,
             Either::Right(_) => {
-                return Grouped::Outcome(Err(TransportError::AnswerLost(format!(
-                    "no group commit answer within {} ms",
-                    self.timeout_ms
-                ))))
+                return Grouped::Outcome(
+                    Err(TransportError::AnswerLost(format!(
+                        "no group commit answer within {} ms",
+                        self.timeout_ms
+                    ))),
+                    Carried::Direct,
+                )
             }
         };
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
-        Grouped::Outcome(match answer {
-            Err(e) => Err(e),
+        let (verdict, db_status, body, carried) = match answer {
+            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct),
             Ok(None) => return Grouped::Direct,
-            Ok(Some((Some(v), Some(status), body))) if v == GROUP_ANSWER => {
-                Ok(HttpReply { status, body })
-            }
-            Ok(Some((Some(v), _, body))) if v == GROUP_RETRY => {
-                Err(TransportError::NotSent(text(&body)))
-            }
-            Ok(Some((Some(v), _, _))) if v == GROUP_UNAVAILABLE => return Grouped::Direct,
-            Ok(Some((_, _, body))) => Err(TransportError::AnswerLost(format!(
+            Ok(Some(answer)) => answer,
+        };
+        let outcome = match (verdict.as_deref(), db_status) {
+            (Some(GROUP_ANSWER), Some(status)) => Ok(HttpReply { status, body }),
+            (Some(GROUP_RETRY), _) => Err(TransportError::NotSent(text(&body))),
+            (Some(GROUP_UNAVAILABLE), _) => return Grouped::Direct,
+            _ => Err(TransportError::AnswerLost(format!(
                 "group commit object: {}",
                 text(&body).chars().take(200).collect::<String>()
             ))),
-        })
+        };
+        Grouped::Outcome(outcome, carried)
     }
 }
 
