@@ -17,6 +17,8 @@
 #   JOBS=1           mutants built and tested at once (each needs a build dir)
 #   SHARD=k/n        only the k-th of n slices of the mutants
 #   TESTS="--lib --test pgmq_dialect"  what nextest runs (all targets are still built)
+#   TARGETS="--lib --test group_commit"  what is built and run: only these
+#                    targets (each mutant then links a few test binaries, not all)
 #   OUT=target/mutants  where mutants.out (outcomes, logs) goes
 # Not part of `make test` or `make check`: a pass over a large module takes
 # an hour on two cores.
@@ -67,6 +69,9 @@ fi
 
 shard=()
 [ -n "${SHARD:-}" ] && shard=(--shard "$SHARD")
+# Cargo arguments of both the build and the test phase, one --cargo-arg each.
+targets=()
+for arg in ${TARGETS:-}; do targets+=("--cargo-arg=$arg"); done
 
 # The native suite of the mqlite-edge package only: the e2e crate needs a
 # built Worker, and the wasm shell never compiles natively. Each mutant is
@@ -78,7 +83,7 @@ timeout -s INT -k 60 "$BUDGET" cargo mutants \
   --copy-target=true --test-tool nextest -j "$JOBS" \
   --timeout "$TIMEOUT" --build-timeout "$BUILD_TIMEOUT" \
   --output "$OUT" --no-shuffle \
-  "${scope[@]}" "${shard[@]}" \
+  "${scope[@]}" "${shard[@]}" "${targets[@]}" \
   -- ${TESTS:-}
 status=$?
 set -e

@@ -598,6 +598,149 @@ async fn writes_without_a_coalescer_are_observed_as_direct() {
     assert_eq!(observed["batch_members"]["count"], 0, "{observed}");
 }
 
+/// The in-process transport, recording how many statements each pipeline
+/// it sends carries, and its size.
+struct Recording {
+    inner: InProcess,
+    statements: std::sync::Mutex<Vec<usize>>,
+    bytes: std::sync::Mutex<Vec<usize>>,
+}
+
+fn recording(db: InProcess) -> Recording {
+    Recording {
+        inner: db,
+        statements: Default::default(),
+        bytes: Default::default(),
+    }
+}
+
+impl Transport for Recording {
+    async fn send_pipeline(
+        &self,
+        body: &str,
+    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        let pipeline: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let steps = pipeline["requests"][0]["batch"]["steps"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if let Ok(mut sent) = self.statements.lock() {
+            sent.push(steps);
+        }
+        if let Ok(mut sent) = self.bytes.lock() {
+            sent.push(body.len());
+        }
+        self.inner.send_pipeline(body).await
+    }
+    async fn pause(&self, millis: u32) {
+        self.inner.pause(millis).await
+    }
+}
+
+/// A batch stops at its statement bound: with room for exactly two
+/// one-message Sends, seven Sends waiting behind a lone one go as 2, 2, 2, 1.
+#[tokio::test]
+async fn batches_respect_their_statement_bound() {
+    // What one Send costs a batch, from a lone one's batch: BEGIN, COMMIT
+    // and ROLLBACK around its own steps, each one more (its RELEASE after
+    // a ROLLBACK TO): the bound counts 2 per batch and each member's steps
+    // plus 2.
+    let probe = broker(|db| GroupedTransport::new(recording(db), Bounds::default()));
+    probe.call(&setup_calls()[0]).await;
+    let before = probe.transport_statements().len();
+    assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
+    let lone = probe.transport_statements()[before..].to_vec();
+    assert_eq!(lone.len(), 1, "one batch: {lone:?}");
+    let member = lone[0] - 2;
+    let broker = grouped(Bounds {
+        statements: 2 + 2 * member,
+        ..Bounds::default()
+    });
+    broker.call(&setup_calls()[0]).await;
+    let sends = sends("std", 8);
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
+    let stats = broker
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .stats();
+    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+}
+
+/// A batch stops at its byte bound: with room for two and a half
+/// one-message Sends, seven waiting behind a lone one go as 2, 2, 2, 1.
+#[tokio::test]
+async fn batches_respect_their_byte_bound() {
+    // A member's size is the pipeline it would send alone.
+    let probe = broker(recording);
+    probe.call(&setup_calls()[0]).await;
+    assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
+    let alone = probe
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .bytes
+        .lock()
+        .map(|b| b.last().copied().unwrap_or(0))
+        .unwrap_or(0);
+    assert!(alone > 0);
+    let broker = grouped(Bounds {
+        bytes: alone * 5 / 2,
+        ..Bounds::default()
+    });
+    broker.call(&setup_calls()[0]).await;
+    let sends = sends("std", 8);
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
+    let stats = broker
+        .service
+        .engine()
+        .expect("engine")
+        .store()
+        .transport()
+        .stats();
+    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+}
+
+/// A write over `MEMBER_MAX_BYTES` (a Send near the request cap) goes to
+/// the database on its own, counted as direct; one under it is batched.
+#[tokio::test]
+async fn a_member_over_the_size_limit_goes_alone() {
+    let broker = grouped(Bounds::default());
+    broker.call(&setup_calls()[0]).await;
+    // Its pipeline carries the body as base64: a third larger still.
+    let big = "x".repeat(mqlite_edge::store::group::MEMBER_MAX_BYTES);
+    let send = rpc(
+        "QueueService/Send",
+        json!({"queue": "std", "messages": [{"body": b64(&big)}]}),
+    );
+    let (status, answer) = broker.call(&send).await;
+    assert_eq!(status, 200, "{answer}");
+    let observed = group_commit(&broker).await;
+    assert_eq!(observed["direct_writes"], 1, "{observed}");
+    assert_eq!(observed["batched_writes"], 0, "{observed}");
+    assert_eq!(broker.call(&sends("std", 1)[0]).await.0, 200);
+    let observed = group_commit(&broker).await;
+    assert_eq!(observed["batched_writes"], 1, "{observed}");
+}
+
+impl Broker<GroupedTransport<Recording>> {
+    /// Statements per pipeline sent so far.
+    fn transport_statements(&self) -> Vec<usize> {
+        let transport = self.service.engine().expect("engine").store().transport();
+        transport
+            .inner()
+            .statements
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// One member's guard rolls back only its own savepoint: the others in the
 /// batch commit, and it answers as it would alone.
 #[tokio::test]

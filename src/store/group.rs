@@ -437,13 +437,15 @@ pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<V
             for i in 0..at.len {
                 let index = at.base + i;
                 if i == at.len - 2 {
-                    // Its COMMIT: released and the batch committed.
+                    // Its COMMIT: released and the batch committed. (The
+                    // RELEASE's own result would do as well: this far, the
+                    // batch committed, so a member released iff it
+                    // committed; the marker says what it means.)
                     step_results.push(ran(at.release()).then_some(committed));
                     step_errors.push(None);
-                } else if i == at.len - 1 {
-                    step_results.push(pick(&batch.step_results, at.rollback_to()));
-                    step_errors.push(None);
                 } else {
+                    // Its statements, and as its ROLLBACK its ROLLBACK TO
+                    // (`at.rollback_to()`, the step after its RELEASE).
                     step_results.push(pick(&batch.step_results, index));
                     step_errors.push(pick(&batch.step_errors, index));
                 }
@@ -632,7 +634,11 @@ struct Wait<'a> {
 
 impl Drop for Wait<'_> {
     fn drop(&mut self) {
-        if let Ok(Some(Signal::Lead(_))) = self.signalled.try_recv() {
+        // The lead's receiver (this member's own verdict channel) must be
+        // gone before the hand-off: alive, it would take the lead back to
+        // this member's entry, which nobody polls, stranding every waiter.
+        let handed = matches!(self.signalled.try_recv(), Ok(Some(Signal::Lead(_))));
+        if handed {
             drop(Handoff(self.coalescer));
         }
     }
@@ -813,6 +819,21 @@ mod tests {
             serde_json::json!({"type":"or","conds":[{"type":"ok","step":8},{"type":"ok","step":10}]})
         );
         assert_eq!(merged.commit, 11);
+        // Member 2's ROLLBACK TO runs when its savepoint opened but its
+        // RELEASE did not; the RELEASE after it only when it ran (after a
+        // released savepoint there is nothing left to release).
+        assert_eq!(
+            steps[9]["condition"],
+            serde_json::json!({"type":"and","conds":[{"type":"ok","step":6},{"type":"not","cond":{"type":"ok","step":8}}]})
+        );
+        assert_eq!(
+            steps[10]["condition"],
+            serde_json::json!({"type":"ok","step":9})
+        );
+        assert_eq!(
+            steps[5]["condition"],
+            serde_json::json!({"type":"ok","step":4})
+        );
     }
 
     #[test]
@@ -845,6 +866,13 @@ mod tests {
         assert!(result(1)["step_results"][2].is_null(), "member 2 did not");
         assert_eq!(result(1)["step_errors"][1]["message"], "malformed JSON");
         assert!(result(0)["step_errors"][1].is_null());
+        // Each member's own ROLLBACK is its ROLLBACK TO: member 2's ran,
+        // member 1's did not.
+        assert!(
+            result(1)["step_results"][3].is_object(),
+            "member 2 rolled back"
+        );
+        assert!(result(0)["step_results"][3].is_null(), "member 1 did not");
     }
 
     #[test]
@@ -867,6 +895,72 @@ mod tests {
         assert!(
             verdicts.iter().all(|v| matches!(v, Verdict::Lost(_))),
             "{verdicts:?}"
+        );
+    }
+
+    /// A database whose every batch waits for a permit, then is refused
+    /// before it ran (every member: retry).
+    struct Gated(tokio::sync::Semaphore);
+
+    impl Transport for Gated {
+        async fn send_pipeline(&self, _body: &str) -> Result<HttpReply, TransportError> {
+            let _permit = self.0.acquire().await;
+            Err(TransportError::NotSent("refused".into()))
+        }
+        async fn pause(&self, _millis: u32) {}
+    }
+
+    /// Polls `future` once.
+    async fn poll_once<F: std::future::Future + Unpin>(
+        future: &mut F,
+    ) -> std::task::Poll<F::Output> {
+        std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *future).poll(cx)))
+            .await
+    }
+
+    /// A waiter handed the lead whose request goes away before it led
+    /// passes the lead on: the waiter behind it still gets its answer.
+    #[tokio::test]
+    async fn a_waiter_dropped_with_the_lead_passes_it_on() {
+        let coalescer = Coalescer::default();
+        let database = Gated(tokio::sync::Semaphore::new(0));
+        let pipeline = |sql: &str| {
+            format!(
+                r#"{{"baton":null,"requests":[{{"type":"batch","batch":{{"steps":[
+                  {{"stmt":{{"sql":"BEGIN IMMEDIATE","args":[],"want_rows":false}}}},
+                  {{"condition":{{"type":"ok","step":0}},"stmt":{{"sql":"{sql}","args":[],"want_rows":true}}}},
+                  {{"condition":{{"type":"ok","step":1}},"stmt":{{"sql":"COMMIT","args":[],"want_rows":false}}}},
+                  {{"condition":{{"type":"not","cond":{{"type":"ok","step":2}}}},"stmt":{{"sql":"ROLLBACK","args":[],"want_rows":false}}}}
+                ]}}}},{{"type":"close"}}]}}"#
+            )
+        };
+        let (a, b, c) = (
+            pipeline("SELECT 1"),
+            pipeline("SELECT 2"),
+            pipeline("SELECT 3"),
+        );
+        let mut first = Box::pin(coalescer.submit(&database, &a));
+        let mut second = Box::pin(coalescer.submit(&database, &b));
+        let mut third = Box::pin(coalescer.submit(&database, &c));
+        // The first leads and waits on the database; the others queue.
+        assert!(poll_once(&mut first).await.is_pending());
+        assert!(poll_once(&mut second).await.is_pending());
+        assert!(poll_once(&mut third).await.is_pending());
+        // Its batch answered, it hands the lead to the second...
+        database.0.add_permits(8);
+        let (verdict, _) = first.await;
+        assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
+        // ...whose request goes away before it is polled again.
+        drop(second);
+        let third = tokio::time::timeout(std::time::Duration::from_secs(5), third).await;
+        let (verdict, carried) = third.expect("the third was stranded");
+        assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
+        assert_eq!(
+            carried,
+            Carried::Batch {
+                members: 1,
+                first: true
+            }
         );
     }
 
