@@ -598,20 +598,11 @@ async fn writes_without_a_coalescer_are_observed_as_direct() {
     assert_eq!(observed["batch_members"]["count"], 0, "{observed}");
 }
 
-/// The in-process transport, recording how many statements each pipeline
-/// it sends carries, and its size.
+/// The in-process transport, recording each pipeline it sends: how many
+/// statements it carries, and its size.
 struct Recording {
     inner: InProcess,
-    statements: std::sync::Mutex<Vec<usize>>,
-    bytes: std::sync::Mutex<Vec<usize>>,
-}
-
-fn recording(db: InProcess) -> Recording {
-    Recording {
-        inner: db,
-        statements: Default::default(),
-        bytes: Default::default(),
-    }
+    sent: std::sync::Mutex<Vec<(usize, usize)>>,
 }
 
 impl Transport for Recording {
@@ -623,11 +614,8 @@ impl Transport for Recording {
         let steps = pipeline["requests"][0]["batch"]["steps"]
             .as_array()
             .map_or(0, Vec::len);
-        if let Ok(mut sent) = self.statements.lock() {
-            sent.push(steps);
-        }
-        if let Ok(mut sent) = self.bytes.lock() {
-            sent.push(body.len());
+        if let Ok(mut sent) = self.sent.lock() {
+            sent.push((steps, body.len()));
         }
         self.inner.send_pipeline(body).await
     }
@@ -636,25 +624,24 @@ impl Transport for Recording {
     }
 }
 
-/// A batch stops at its statement bound: with room for exactly two
-/// one-message Sends, seven Sends waiting behind a lone one go as 2, 2, 2, 1.
-#[tokio::test]
-async fn batches_respect_their_statement_bound() {
-    // What one Send costs a batch, from a lone one's batch: BEGIN, COMMIT
-    // and ROLLBACK around its own steps, each one more (its RELEASE after
-    // a ROLLBACK TO): the bound counts 2 per batch and each member's steps
-    // plus 2.
-    let probe = broker(|db| GroupedTransport::new(recording(db), Bounds::default()));
-    probe.call(&setup_calls()[0]).await;
-    let before = probe.transport_statements().len();
-    assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
-    let lone = probe.transport_statements()[before..].to_vec();
-    assert_eq!(lone.len(), 1, "one batch: {lone:?}");
-    let member = lone[0] - 2;
-    let broker = grouped(Bounds {
-        statements: 2 + 2 * member,
-        ..Bounds::default()
+/// The pipeline a lone one-message Send sends on the direct path, as a
+/// member of a batch counts it: its statements and its bytes.
+async fn lone_send() -> (usize, usize) {
+    let probe = broker(|db| Recording {
+        inner: db,
+        sent: Default::default(),
     });
+    probe.call(&setup_calls()[0]).await;
+    assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
+    let transport = probe.service.engine().expect("engine").store().transport();
+    let last = transport.sent.lock().ok().and_then(|s| s.last().copied());
+    last.expect("the Send's pipeline")
+}
+
+/// Eight one-message Sends to one queue at once through a coalescer with
+/// `bounds`: the batches that formed (count, members, largest).
+async fn eight_sends_at_once(bounds: Bounds) -> (u64, u64, u64) {
+    let broker = grouped(bounds);
     broker.call(&setup_calls()[0]).await;
     let sends = sends("std", 8);
     let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
@@ -666,44 +653,34 @@ async fn batches_respect_their_statement_bound() {
         .store()
         .transport()
         .stats();
-    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+    (stats.batches, stats.members, stats.largest)
+}
+
+/// A batch stops at its statement bound: with room for exactly two
+/// one-message Sends, seven Sends waiting behind a lone one go as 2, 2, 2, 1.
+#[tokio::test]
+async fn batches_respect_their_statement_bound() {
+    // The bound counts 2 per batch and, per member, its own steps plus 2
+    // (docs/engine.md#group-commit: SAVEPOINT … RELEASE, ROLLBACK TO, RELEASE).
+    let (statements, _) = lone_send().await;
+    let member = statements + 2;
+    let bounds = Bounds {
+        statements: 2 + 2 * member,
+        ..Bounds::default()
+    };
+    assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
 }
 
 /// A batch stops at its byte bound: with room for two and a half
 /// one-message Sends, seven waiting behind a lone one go as 2, 2, 2, 1.
 #[tokio::test]
 async fn batches_respect_their_byte_bound() {
-    // A member's size is the pipeline it would send alone.
-    let probe = broker(recording);
-    probe.call(&setup_calls()[0]).await;
-    assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
-    let alone = probe
-        .service
-        .engine()
-        .expect("engine")
-        .store()
-        .transport()
-        .bytes
-        .lock()
-        .map(|b| b.last().copied().unwrap_or(0))
-        .unwrap_or(0);
-    assert!(alone > 0);
-    let broker = grouped(Bounds {
-        bytes: alone * 5 / 2,
+    let (_, bytes) = lone_send().await;
+    let bounds = Bounds {
+        bytes: bytes * 5 / 2,
         ..Bounds::default()
-    });
-    broker.call(&setup_calls()[0]).await;
-    let sends = sends("std", 8);
-    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
-    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
-    let stats = broker
-        .service
-        .engine()
-        .expect("engine")
-        .store()
-        .transport()
-        .stats();
-    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+    };
+    assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
 }
 
 /// A write over `MEMBER_MAX_BYTES` (a Send near the request cap) goes to
@@ -726,19 +703,6 @@ async fn a_member_over_the_size_limit_goes_alone() {
     assert_eq!(broker.call(&sends("std", 1)[0]).await.0, 200);
     let observed = group_commit(&broker).await;
     assert_eq!(observed["batched_writes"], 1, "{observed}");
-}
-
-impl Broker<GroupedTransport<Recording>> {
-    /// Statements per pipeline sent so far.
-    fn transport_statements(&self) -> Vec<usize> {
-        let transport = self.service.engine().expect("engine").store().transport();
-        transport
-            .inner()
-            .statements
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default()
-    }
 }
 
 /// One member's guard rolls back only its own savepoint: the others in the
@@ -820,20 +784,9 @@ async fn a_lost_batch_answer_is_outcome_unknown_for_every_member() {
 /// as 4 batches after the first.
 #[tokio::test]
 async fn batches_respect_their_member_bound() {
-    let broker = grouped(Bounds {
+    let bounds = Bounds {
         members: 2,
         ..Bounds::default()
-    });
-    broker.call(&setup_calls()[0]).await;
-    let sends = sends("std", 8);
-    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
-    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
-    let stats = broker
-        .service
-        .engine()
-        .expect("engine")
-        .store()
-        .transport()
-        .stats();
-    assert_eq!((stats.batches, stats.members, stats.largest), (5, 8, 2));
+    };
+    assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
 }
