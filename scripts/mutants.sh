@@ -16,6 +16,7 @@
 #   BUDGET=3600      seconds for the whole run; cut there, what ran is kept
 #   JOBS=1           mutants built and tested at once (each needs a build dir)
 #   SHARD=k/n        only the k-th of n slices of the mutants
+#   RE=regex         only the mutants whose name matches (e.g. a run's survivors)
 #   TESTS="--lib --test pgmq_dialect"  what nextest runs (all targets are still built)
 #   TARGETS="--lib --test group_commit"  what is built and run: only these
 #                    targets (each mutant then links a few test binaries, not all)
@@ -69,6 +70,7 @@ fi
 
 shard=()
 [ -n "${SHARD:-}" ] && shard=(--shard "$SHARD")
+[ -n "${RE:-}" ] && shard+=(--re "$RE")
 # Cargo arguments of both the build and the test phase, one --cargo-arg each.
 targets=()
 for arg in ${TARGETS:-}; do targets+=("--cargo-arg=$arg"); done

@@ -6,15 +6,18 @@
 //! letters, TTL, settlements with right, wrong and replayed tokens): one
 //! sends each round's requests one after another on the direct path, the
 //! other sends them all at once through the coalescer, so they meet in
-//! batches. The coalescer runs a batch's members in arrival order, which on
-//! one thread is the order the requests were issued: the two brokers must
-//! give the same answers (lock tokens aside) and end with the same rows.
+//! batches. The coalescer runs a batch's members in arrival order (on one
+//! thread, the order the requests were issued), except that the Sends of a
+//! batch run together where the first of them stands (they fold into one
+//! statement each, docs/engine.md#folding); the direct broker runs each
+//! round in that order (`batch_order`). The two brokers must give the same
+//! answers (lock tokens aside) and end with the same rows.
 
 mod support;
 
 use std::sync::Arc;
 
-use mqlite_edge::engine::{Clock, Engine, Limits};
+use mqlite_edge::engine::{Clock, Engine, Limits, FOLDS};
 use mqlite_edge::http::{Config, Isolate, Request, Service};
 use mqlite_edge::store::group::{Bounds, GroupedTransport};
 use mqlite_edge::store::Transport;
@@ -60,7 +63,7 @@ fn direct() -> Broker<InProcess> {
 /// Every grouped write through one coalescer, whatever its queue: seqs are
 /// drawn from one sequence over all queues, so only one batch at a time
 /// keeps the commit order the issue order across queues too.
-struct OneGroup(GroupedTransport<InProcess>);
+struct OneGroup(GroupedTransport<Gated>);
 
 impl Transport for OneGroup {
     async fn send_pipeline(
@@ -84,12 +87,115 @@ impl Transport for OneGroup {
     }
 }
 
+/// The in-process transport with a gate: while it is closed, a batch
+/// (a pipeline with savepoints) waits at it, so the test decides exactly
+/// which writes form the batch behind it.
+struct Gated {
+    inner: InProcess,
+    closed: std::sync::atomic::AtomicBool,
+    held: std::sync::atomic::AtomicUsize,
+}
+
+impl Gated {
+    fn set_closed(&self, closed: bool) {
+        self.closed
+            .store(closed, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Transport for Gated {
+    async fn send_pipeline(
+        &self,
+        body: &str,
+    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if body.contains("SAVEPOINT member") {
+            self.held.fetch_add(1, SeqCst);
+            // Bounded: a test that forgets to open it fails, not hangs.
+            for _ in 0..10_000 {
+                if !self.closed.load(SeqCst) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            self.held.fetch_sub(1, SeqCst);
+        }
+        self.inner.send_pipeline(body).await
+    }
+    async fn pause(&self, millis: u32) {
+        self.inner.pause(millis).await
+    }
+}
+
 fn one_group() -> Broker<OneGroup> {
-    broker(|db| OneGroup(GroupedTransport::new(db, Bounds::default())))
+    broker(|db| {
+        let gated = Gated {
+            inner: db,
+            closed: Default::default(),
+            held: Default::default(),
+        };
+        OneGroup(GroupedTransport::new(gated, Bounds::default()).folding(FOLDS))
+    })
+}
+
+/// Polls `future` once.
+async fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *future).poll(cx)))
+        .await
+}
+
+type Answer = (u16, Value);
+
+impl Broker<OneGroup> {
+    /// Sends `writes` so that they form known batches: the gate closed,
+    /// each is driven until it waits (the first at the gate, leading a
+    /// batch of its own, the rest in the coalescer, in issue order) or is
+    /// answered without reaching it; then the gate opens. Returns the
+    /// answers and, in issue order, the writes that reached the coalescer.
+    async fn send_round(&self, writes: &[Call]) -> (Vec<Answer>, Vec<usize>) {
+        let grouped = &self.service.engine().expect("engine").store().transport().0;
+        let entered_so_far = || grouped.inner().held() + grouped.waiting("all");
+        grouped.inner().set_closed(true);
+        let mut pending: Vec<_> = writes.iter().map(|c| Box::pin(self.call(c))).collect();
+        let mut answers: Vec<Option<Answer>> = vec![None; writes.len()];
+        let mut entered = Vec::new();
+        for (i, future) in pending.iter_mut().enumerate() {
+            let before = entered_so_far();
+            for _ in 0..5_000 {
+                if let std::task::Poll::Ready(answer) = poll_once(future).await {
+                    answers[i] = Some(answer);
+                    break;
+                }
+                if entered_so_far() > before {
+                    entered.push(i);
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+        grouped.inner().set_closed(false);
+        let rest = futures_util::future::join_all(
+            pending
+                .into_iter()
+                .zip(&answers)
+                .filter(|(_, done)| done.is_none())
+                .map(|(future, _)| future),
+        )
+        .await;
+        let mut rest = rest.into_iter();
+        let answers = answers
+            .into_iter()
+            .map(|done| done.or_else(|| rest.next()).unwrap_or((0, Value::Null)))
+            .collect();
+        (answers, entered)
+    }
 }
 
 fn grouped(bounds: Bounds) -> Broker<GroupedTransport<InProcess>> {
-    broker(|db| GroupedTransport::new(db, bounds))
+    broker(|db| GroupedTransport::new(db, bounds).folding(FOLDS))
 }
 
 /// `n` one-message Sends to `queue`.
@@ -293,7 +399,7 @@ impl Mix {
                     request["receive_attempt_id"] = json!(format!("a{}", self.rng.below(3)));
                 }
                 if self.rng.one_in(6) {
-                    request["receive_mode"] = json!("receive_and_delete");
+                    request["receive_mode"] = json!(1);
                 }
                 Op::Plain(rpc("QueueService/Receive", request))
             }
@@ -443,6 +549,30 @@ mod support_rng {
     }
 }
 
+/// The order the coalescer runs a round's writes in, given `entered`, the
+/// writes that reached it, in issue order (`send_round`): the first leads
+/// a batch of its own, the rest form one batch, in which the Sends (the
+/// kind that folds, docs/engine.md#folding) run together where the first
+/// of them stands, everything else in issue order. The writes answered
+/// before reaching it (refused requests) touch no row: they go first.
+fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
+    let folds = |i: usize| writes[i].path.ends_with(".QueueService/Send");
+    let mut order: Vec<usize> = (0..writes.len()).filter(|i| !entered.contains(i)).collect();
+    let Some((&first, batch)) = entered.split_first() else {
+        return order;
+    };
+    order.push(first);
+    let sends: Vec<usize> = batch.iter().copied().filter(|&i| folds(i)).collect();
+    for &i in batch {
+        if !folds(i) {
+            order.push(i);
+        } else if sends.first() == Some(&i) {
+            order.extend(&sends);
+        }
+    }
+    order
+}
+
 /// Runs `rounds` rounds of up to 8 concurrent requests through both brokers
 /// and compares every answer and the final rows.
 async fn differential(seed: u64, rounds: usize) {
@@ -467,16 +597,17 @@ async fn differential(seed: u64, rounds: usize) {
         ops.sort_by_key(is_read);
         let calls_a: Vec<Call> = ops.iter().map(|op| resolve(op, &held_a)).collect();
         let calls_b: Vec<Call> = ops.iter().map(|op| resolve(op, &held_b)).collect();
-        let mut answers_a = Vec::new();
-        for call in &calls_a {
-            answers_a.push(alone.call(call).await);
-        }
         let writes = calls_b.len() - reads;
-        let mut answers_b =
-            futures_util::future::join_all(calls_b[..writes].iter().map(|c| together.call(c)))
-                .await;
+        let (mut answers_b, entered) = together.send_round(&calls_b[..writes]).await;
         for call in &calls_b[writes..] {
             answers_b.push(together.call(call).await);
+        }
+        let mut answers_a = vec![(0, Value::Null); calls_a.len()];
+        let order = batch_order(&calls_a[..writes], &entered)
+            .into_iter()
+            .chain(writes..calls_a.len());
+        for i in order {
+            answers_a[i] = alone.call(&calls_a[i]).await;
         }
         for (i, (a, b)) in answers_a.iter().zip(&answers_b).enumerate() {
             assert_eq!(
@@ -511,6 +642,12 @@ async fn differential(seed: u64, rounds: usize) {
     assert!(
         stats.largest > 1 && stats.members > stats.batches,
         "seed {seed}: no batch formed ({stats:?}, {batched} requests behind another)"
+    );
+    // Sends that met in a batch were folded (docs/engine.md#folding).
+    let observed = group_commit(&together).await;
+    assert!(
+        observed["folded_writes"].as_u64() > Some(0),
+        "seed {seed}: no Sends folded: {observed}"
     );
 }
 
@@ -566,6 +703,7 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
         json!({
             "direct_writes": 0,
             "batched_writes": 8,
+            "folded_writes": 7,
             "batch_members": {
                 "bounds": [1, 2, 4, 8, 16, 32, 64],
                 "bucket_counts": [1, 1, 1, 2, 2, 2, 2],
@@ -789,4 +927,91 @@ async fn batches_respect_their_member_bound() {
         ..Bounds::default()
     };
     assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
+}
+
+/// Sends that meet in a batch are folded (docs/engine.md#folding): the
+/// seven behind a lone one are written by one savepoint of five statements
+/// (schema check, insert, seqs per member, sent count, outcomes), not
+/// seven savepoints of theirs, and each gets its own seqs in arrival order.
+#[tokio::test]
+async fn sends_that_meet_are_folded_into_one_statement_each() {
+    let broker = broker(|db| {
+        GroupedTransport::new(
+            Recording {
+                inner: db,
+                sent: Default::default(),
+            },
+            Bounds::default(),
+        )
+        .folding(FOLDS)
+    });
+    broker.call(&setup_calls()[0]).await;
+    let sends = sends("std", 8);
+    let answers = futures_util::future::join_all(sends.iter().map(|c| broker.call(c))).await;
+    let seqs: Vec<Value> = answers
+        .iter()
+        .map(|(status, json)| {
+            assert_eq!(*status, 200, "{json}");
+            json["seq_numbers"].clone()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=8).map(|s| json!([s])).collect::<Vec<_>>());
+    let transport = broker.service.engine().expect("engine").store().transport();
+    let sent = transport.inner().sent.lock().expect("sent").clone();
+    let steps: Vec<usize> = sent.iter().rev().take(2).map(|(steps, _)| *steps).collect();
+    // BEGIN, SAVEPOINT, five statements, RELEASE, ROLLBACK TO, RELEASE,
+    // COMMIT, ROLLBACK; before it, the lone Send in a savepoint of its own
+    // (its seven steps and four).
+    assert_eq!(steps, [12, 11], "{sent:?}");
+}
+
+/// Dedup across the members of a folded run answers as one after another:
+/// a key seen earlier in the run is a duplicate (same body) or a conflict
+/// (another body), a key's first admitted copy is written, a member that
+/// fails its own check (a missing group id) writes nothing and leaves the
+/// key to the next.
+#[tokio::test]
+async fn dedup_across_folded_members_answers_as_one_after_another() {
+    let send = |queue: &str, id: &str, body: &str| {
+        rpc(
+            "QueueService/Send",
+            json!({"queue": queue, "messages": [{"body": b64(body), "message_id": id}]}),
+        )
+    };
+    let lead = send("std", "k0", "lead");
+    let calls = [
+        send("std", "k1", "x"),
+        send("std", "k1", "x"),
+        send("std", "k1", "y"),
+        send("std", "k0", "lead"),
+        send("nope", "k2", "z"),
+        send("std", "k2", "z"),
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "std", "messages": [
+                {"body": b64("w"), "message_id": "k3"},
+                {"body": b64("w"), "message_id": "k3"},
+                {"body": b64("v"), "message_id": "k4"}]}),
+        ),
+    ];
+    let alone = direct();
+    // One coalescer for every queue: the missing queue's Send meets the
+    // others in the run.
+    let together = one_group();
+    assert_eq!(alone.call(&setup_calls()[0]).await.0, 200);
+    assert_eq!(together.call(&setup_calls()[0]).await.0, 200);
+    assert_eq!(alone.call(&lead).await, together.call(&lead).await);
+    let mut expected = Vec::new();
+    for call in &calls {
+        expected.push(alone.call(call).await);
+    }
+    let answers = futures_util::future::join_all(calls.iter().map(|c| together.call(c))).await;
+    assert_eq!(answers, expected);
+    // The first went alone; the six behind it, the missing queue's
+    // included, were one run.
+    assert_eq!(
+        group_commit(&together).await["folded_writes"],
+        calls.len() - 1
+    );
+    assert_eq!(alone.rows().await, together.rows().await);
 }

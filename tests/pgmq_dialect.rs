@@ -1136,3 +1136,213 @@ async fn conditional_reads_claim_only_containing_messages_in_one_round_trip() {
     let (got, _, _) = read(json!({}), 5).await;
     assert_eq!(got.len(), 2, "k=c and the text message remain");
 }
+
+/// Range and kind checks the mutation run found unpinned (docs/testing.md):
+/// a delay to an instant before the epoch, a `vt` one second over the
+/// longest lease (the longest itself is taken), the ages of an empty
+/// queue's metrics, and dropping a subscription's backing queue.
+#[tokio::test]
+async fn out_of_range_instants_and_leases_empty_ages_and_backing_queues() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/r", None).await;
+    let err = |b: &Value| b["error"].as_str().map(str::to_owned);
+
+    let before_epoch = Some(json!({"message":{},"delay":"1969-12-31T23:59:59Z"}));
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/r/messages", before_epoch).await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_request".into())), "{b}");
+    let at_epoch = Some(json!({"message":{},"delay":"1970-01-01T00:00:00Z"}));
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/r/messages", at_epoch).await;
+    assert_eq!(s, 201, "{b}");
+
+    let longest = mqlite_edge::engine::MAX_DURATION_MS / 1000;
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/r/read",
+        Some(json!({"vt": longest + 1})),
+    )
+    .await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_request".into())), "{b}");
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/r/read",
+        Some(json!({"vt": longest})),
+    )
+    .await;
+    assert_eq!(
+        (s, b["messages"].as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{b}"
+    );
+
+    pg(&api, "PUT", "/v1/queues/empty", None).await;
+    let (s, b, _) = pg(&api, "GET", "/v1/queues/empty/metrics", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        (
+            b["oldest_msg_age_sec"].clone(),
+            b["newest_msg_age_sec"].clone()
+        ),
+        (Value::Null, Value::Null),
+        "{b}"
+    );
+
+    api.create_queue("backing", json!({"kind":"subscription"}))
+        .await;
+    api.subscribe("news", "backing", None).await;
+    let (s, b, _) = pg(&api, "DELETE", "/v1/queues/backing", None).await;
+    assert_eq!((s, err(&b)), (400, Some("invalid_request".into())), "{b}");
+    let (s, _, _) = pg(&api, "DELETE", "/v1/queues/empty", None).await;
+    assert_eq!(s, 204);
+}
+
+/// A send's size limits, at their edges (docs/pgmq.md): one message of
+/// exactly the per-message cap is taken, one byte over is refused; four of
+/// them, exactly the 4 MiB a send may carry, are taken, and two bytes of
+/// headers more are refused; headers count once each (three capped
+/// messages with headers are well inside the limit).
+#[tokio::test]
+async fn send_size_limits_hold_at_their_edges() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/big", None).await;
+    let cap = mqlite_edge::engine::Limits::default().max_message_bytes;
+    // The message's text is `{"a":"…"}`: its characters and eight more.
+    let capped = json!({"a": "a".repeat(cap - 8)});
+    let over = json!({"a": "a".repeat(cap - 7)});
+    // A batch's messages are the message values, its headers one per message.
+    let batch = |n: usize, headers: Option<Value>| {
+        let mut body = json!({ "messages": vec![capped.clone(); n] });
+        if let Some(h) = headers {
+            body["headers"] = json!(vec![h; n]);
+        }
+        Some(body)
+    };
+    let (s, _, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/big/messages",
+        Some(json!({"message": capped})),
+    )
+    .await;
+    assert_eq!(s, 201, "a message of exactly the cap");
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/big/messages",
+        Some(json!({"message": over})),
+    )
+    .await;
+    assert_eq!(s, 413, "one byte over the cap: {b}");
+
+    // docs/pgmq.md: a send carries at most 4 MiB of message and header text.
+    assert_eq!(
+        4 * cap,
+        4 * 1_048_576,
+        "four capped messages fill a send exactly"
+    );
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/big/messages/batch",
+        batch(4, None),
+    )
+    .await;
+    assert_eq!(
+        (s, b["msg_ids"].as_array().map(Vec::len)),
+        (201, Some(4)),
+        "{b}"
+    );
+    let (s, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/big/messages/batch",
+        batch(4, Some(json!({}))),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (400, json!("invalid_request")),
+        "{b}"
+    );
+    let every_header = batch(3, Some(json!({"h": 1})));
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/big/messages/batch", every_header).await;
+    assert_eq!((s, b["msg_ids"].as_array().map(Vec::len)), (201, Some(3)));
+}
+
+/// A group_fifo queue takes no pgmq send: its messages would carry no
+/// group id (docs/pgmq.md). A missing queue is still 404.
+#[tokio::test]
+async fn a_group_fifo_queue_refuses_pgmq_sends() {
+    let api = Api::new(&[]);
+    api.create_queue("fifo", json!({"ordering_mode":"group_fifo"}))
+        .await;
+    let send = Some(json!({"message":{"a":1}}));
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/fifo/messages", send.clone()).await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (400, json!("invalid_request")),
+        "{b}"
+    );
+    let (s, b, _) = pg(&api, "POST", "/v1/queues/gone/messages", send).await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (404, json!("queue_not_found")),
+        "{b}"
+    );
+}
+
+/// A pgmq read counts a delivery, and a redelivery only when the message
+/// was read before (docs/semantics.md#observability).
+#[tokio::test]
+async fn a_pgmq_read_counts_redeliveries() {
+    let h = Harness::new();
+    h.engine
+        .create_queue("r", &Default::default())
+        .await
+        .expect("queue");
+    let (engine, effects) = h.journaled_engine();
+    let send = mqlite_edge::engine::pgmq::PgmqSend {
+        queue: "r".into(),
+        messages: vec![mqlite_edge::engine::pgmq::PgmqOutgoing {
+            message: "{}".into(),
+            headers: None,
+        }],
+        delay: None,
+    };
+    engine.pgmq_send(&send).await.expect("send");
+    let read = mqlite_edge::engine::pgmq::PgmqRead {
+        queue: "r".into(),
+        qty: 1,
+        vt_seconds: 1,
+        pop: false,
+        conditional: None,
+        max_poll_ms: 0,
+        poll_interval_ms: 0,
+    };
+    let events = |effects: &mqlite_edge::engine::Effects| -> Vec<(String, u64)> {
+        effects
+            .take()
+            .into_iter()
+            .filter_map(|e| match e {
+                mqlite_edge::engine::Effect::Message { event, count, .. } => {
+                    Some((event.as_str().to_owned(), count))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    events(&effects);
+    for round in 0..2 {
+        let read_at_once = engine.pgmq_read(&read, &NoWait).await.expect("read");
+        assert_eq!(read_at_once.len(), 1);
+        // The second read finds the first lease run out.
+        let mut expected = vec![("delivered".to_owned(), 1)];
+        if round > 0 {
+            expected.insert(0, ("lock_expired".to_owned(), 1));
+            expected.push(("redelivered".to_owned(), 1));
+        }
+        assert_eq!(events(&effects), expected, "read {round}");
+        h.advance(1_000);
+    }
+}

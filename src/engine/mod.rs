@@ -17,6 +17,7 @@ mod queue_rows;
 mod queues;
 mod receive;
 mod send;
+mod send_fold;
 mod settle;
 mod stats;
 mod sweep;
@@ -44,6 +45,10 @@ pub use stats::QueueStats;
 pub use sweep::Retention;
 pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
 pub use wait::{LongPoll, Parked, Waiter, PARK_MAX_MS};
+
+/// The kinds of write that fold when they meet in a batch
+/// (docs/engine.md#folding), for whoever builds a coalescer.
+pub static FOLDS: crate::store::group::Folds = &[&send_fold::SendFold];
 
 use std::sync::Arc;
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use mqlite_libsql::Database;
 
-use super::{admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, settle, stats};
+use super::{
+    admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, send_fold, settle, stats,
+};
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
 
@@ -409,6 +411,46 @@ fn send_statements_seek_dedup_queues_and_subscriptions() {
     for (name, d) in [
         ("insert messages", d),
         ("read outcome", plan(&send::READ_OUTCOME, key)),
+    ] {
+        assert_no_message_scan(name, &d);
+        assert_no_scan_of(name, &d, "subscriptions");
+        assert_no_scan_of(name, &d, "SCAN q ");
+        assert_no_scan_of(name, &d, "SCAN gq");
+        assert_no_scan_of(name, &d, "dedup");
+    }
+}
+
+/// The statements of a folded run of Sends (docs/engine.md#folding), two
+/// members of two copies each: the same seeks as one Send's.
+#[test]
+fn folded_send_statements_seek_dedup_queues_and_subscriptions() {
+    let members = text(
+        r#"[["q","0:0",["q"],0,[["q","k1","h1",null,null,null,null,null,null,null,0,1,1,0],["q","k2","h2",null,null,null,"g",null,null,null,1,1,1,0]]],
+            ["t","2:5",[],0,[["q","k1","h1",null,null,null,"g",null,null,null,0,1,1,0]]]]"#,
+    );
+    let body = Value::Blob {
+        base64: "AAE=".into(),
+    };
+    let insert = vec![members.clone(), body.clone(), body];
+    let d = plan(&send_fold::INSERT_FOLDED, insert);
+    assert_uses(
+        "folded insert",
+        &d,
+        "SEARCH d USING PRIMARY KEY (queue=? AND dedup_key=?)",
+    );
+    let written = plan(&send_fold::WRITTEN_PER_MEMBER, vec![members.clone()]);
+    assert_uses(
+        "written per member",
+        &written,
+        "SEARCH d USING PRIMARY KEY (queue=? AND dedup_key=?)",
+    );
+    for (name, d) in [
+        ("folded insert", d),
+        ("written per member", written),
+        (
+            "read outcomes",
+            plan(&send_fold::READ_OUTCOMES, vec![members]),
+        ),
     ] {
         assert_no_message_scan(name, &d);
         assert_no_scan_of(name, &d, "subscriptions");

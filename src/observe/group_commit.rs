@@ -16,6 +16,9 @@ pub(super) struct GroupCommit {
     direct: u64,
     /// Writes that went in a batch, alone or not.
     batched: u64,
+    /// Of those, the writes served by a folded statement with others of
+    /// their kind.
+    folded: u64,
     /// `cumulative[i]` counts batches of at most `MEMBER_BOUNDS[i]` members.
     cumulative: [u64; MEMBER_BOUNDS.len()],
     batches: u64,
@@ -27,8 +30,15 @@ impl GroupCommit {
     pub(super) fn record(&mut self, carried: Carried) {
         match carried {
             Carried::Direct => self.direct = self.direct.saturating_add(1),
-            Carried::Batch { members, first } => {
+            Carried::Batch {
+                members,
+                first,
+                folded,
+            } => {
                 self.batched = self.batched.saturating_add(1);
+                if folded {
+                    self.folded = self.folded.saturating_add(1);
+                }
                 if first {
                     let members = u64::from(members);
                     for (bucket, bound) in self.cumulative.iter_mut().zip(MEMBER_BOUNDS) {
@@ -47,6 +57,7 @@ impl GroupCommit {
         WireGroupCommit {
             direct_writes: self.direct,
             batched_writes: self.batched,
+            folded_writes: self.folded,
             batch_members: SizeHistogram {
                 bounds: MEMBER_BOUNDS.to_vec(),
                 bucket_counts: self.cumulative.to_vec(),
@@ -62,7 +73,11 @@ mod tests {
     use super::*;
 
     fn batch(members: u32, first: bool) -> Carried {
-        Carried::Batch { members, first }
+        Carried::Batch {
+            members,
+            first,
+            folded: false,
+        }
     }
 
     #[test]
@@ -77,12 +92,21 @@ mod tests {
         counts.record(batch(1, true));
         // A batch larger than every bound is counted in +Inf only.
         counts.record(batch(65, true));
+        // Two folded writes of a batch of two: counted as batched too.
+        for first in [true, false] {
+            counts.record(Carried::Batch {
+                members: 2,
+                first,
+                folded: true,
+            });
+        }
         let wire = counts.to_wire();
         assert_eq!(wire.direct_writes, 1);
-        assert_eq!(wire.batched_writes, 5);
-        assert_eq!(wire.batch_members.count, 3);
-        assert_eq!(wire.batch_members.sum, 69);
+        assert_eq!(wire.batched_writes, 7);
+        assert_eq!(wire.folded_writes, 2);
+        assert_eq!(wire.batch_members.count, 4);
+        assert_eq!(wire.batch_members.sum, 71);
         assert_eq!(wire.batch_members.bounds, vec![1, 2, 4, 8, 16, 32, 64]);
-        assert_eq!(wire.batch_members.bucket_counts, vec![1, 1, 2, 2, 2, 2, 2]);
+        assert_eq!(wire.batch_members.bucket_counts, vec![1, 2, 3, 3, 3, 3, 3]);
     }
 }

@@ -295,6 +295,12 @@ fn storage(out: &mut String, o: &ObserveResponse) {
             f.sample("", &[("carried", "direct")], group.direct_writes);
         },
     );
+    counter(
+        out,
+        "mqlite_group_commit_folded_writes_total",
+        "Writes of a batch served by one statement with the others of their kind (folded), a subset of the batched ones.",
+        |f| f.sample("", &[], group.folded_writes),
+    );
     histogram(
         out,
         "mqlite_group_commit_batch_members",

@@ -31,6 +31,9 @@ use futures_channel::oneshot;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use std::borrow::Cow;
+
+use super::fold::Fold;
 use super::hrana::{Condition, HranaError};
 use super::transport::{Carried, HttpReply, Transport, TransportError};
 
@@ -146,15 +149,36 @@ impl Member {
     fn statements(&self) -> usize {
         self.steps.len() + 2
     }
+
+    /// Its statements between `BEGIN` and `COMMIT`, when each runs only if
+    /// the one before it succeeded (no guard, gate or prelude of its own
+    /// changes the flow): only such a member may be folded.
+    fn chained_statements(&self) -> Option<Vec<&RawValue>> {
+        let n = self.steps.len();
+        let chained = self.steps[1..n - 1]
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.condition == Some(Condition::Ok { step: i }));
+        chained.then(|| self.steps[1..n - 2].iter().map(|s| &*s.stmt).collect())
+    }
 }
 
-/// Where a member's steps stand in the merged batch.
-#[derive(Debug, Clone, Copy)]
+/// The kinds of member that fold (docs/engine.md#folding), as the engine
+/// defines them; none: every member takes a savepoint of its own.
+pub type Folds = &'static [&'static dyn Fold];
+
+/// Where a savepoint's steps stand in the merged batch: one member's, or
+/// a folded run's.
 struct Placement {
-    /// Index of its `SAVEPOINT` (its own step 0).
+    /// Index of its `SAVEPOINT` (a lone member's own step 0).
     base: usize,
-    /// Steps it had alone (`BEGIN` … `ROLLBACK`).
+    /// Its steps as a member alone has them (`BEGIN` … `ROLLBACK`): a lone
+    /// member's own count, a run's statements and three.
     len: usize,
+    /// The members it serves (indices into the batch).
+    members: Vec<usize>,
+    /// The fold serving them, for a run.
+    fold: Option<&'static dyn Fold>,
 }
 
 impl Placement {
@@ -166,6 +190,20 @@ impl Placement {
     }
     fn release_after_rollback(&self) -> usize {
         self.base + self.len
+    }
+    /// Its `ROLLBACK TO` runs when its savepoint opened and its `RELEASE`
+    /// did not run.
+    fn own_rollback(&self) -> Condition {
+        Condition::And {
+            conds: vec![
+                Condition::Ok { step: self.base },
+                Condition::Not {
+                    cond: Box::new(Condition::Ok {
+                        step: self.release(),
+                    }),
+                },
+            ],
+        }
     }
     /// Its savepoint was closed either way: the transaction is still open
     /// and the next member may start.
@@ -227,6 +265,17 @@ pub struct Merged {
     pub body: String,
     placements: Vec<Placement>,
     commit: usize,
+    /// Members in the batch.
+    members: usize,
+}
+
+impl Merged {
+    /// Whether member `i` is served by a folded run.
+    pub fn folded(&self, i: usize) -> bool {
+        self.placements
+            .iter()
+            .any(|at| at.fold.is_some() && at.members.contains(&i))
+    }
 }
 
 /// Shifts a member's condition by `base`; its step 0 (`BEGIN`) is now its
@@ -246,49 +295,155 @@ fn shift(condition: &Condition, base: usize) -> Condition {
     }
 }
 
-/// Splices `members` into one transaction (see the module doc).
-pub fn merge(members: &[Member]) -> Merged {
+/// What one savepoint of a batch holds, before its steps are laid out.
+enum Unit {
+    Alone(usize),
+    Run {
+        fold: &'static dyn Fold,
+        members: Vec<usize>,
+        statements: Vec<Box<RawValue>>,
+    },
+}
+
+/// The batch's savepoints in order: the members of a kind that folds, two
+/// or more, as runs of at most the fold's capacity, each run where its
+/// first member stands; every other member alone, in arrival order.
+/// Members in flight together have no order of their own (any order is one
+/// they could have run in one after another), so a later Send may run
+/// before an earlier Receive of the same batch; a run keeps its members'
+/// order, and everything else keeps its own.
+fn units(members: &[Member], folds: Folds) -> Vec<Unit> {
+    let kind = |m: &Member| {
+        let statements = m.chained_statements()?;
+        folds.iter().position(|f| f.accepts(&statements))
+    };
+    let kinds: Vec<Option<usize>> = members.iter().map(kind).collect();
+    let mut placed = vec![false; members.len()];
+    let mut units = Vec::with_capacity(members.len());
+    for i in 0..members.len() {
+        if placed[i] {
+            continue;
+        }
+        let Some(fold) = kinds[i].and_then(|k| folds.get(k)) else {
+            placed[i] = true;
+            units.push(Unit::Alone(i));
+            continue;
+        };
+        let same: Vec<usize> = (i..members.len())
+            .filter(|&j| !placed[j] && kinds[j] == kinds[i])
+            .collect();
+        for run in same.chunks(fold.capacity().max(1)) {
+            for &j in run {
+                placed[j] = true;
+            }
+            units.extend(fold_run(members, *fold, run));
+        }
+    }
+    units
+}
+
+/// `run` as one folded savepoint, or each alone when it is one member or
+/// the fold declines.
+fn fold_run(members: &[Member], fold: &'static dyn Fold, run: &[usize]) -> Vec<Unit> {
+    let statements: Vec<Vec<&RawValue>> = run
+        .iter()
+        .filter_map(|&j| members[j].chained_statements())
+        .collect();
+    let folded = (run.len() > 1)
+        .then(|| fold.fold(&statements))
+        .flatten()
+        .map(|texts| {
+            texts
+                .into_iter()
+                .map(RawValue::from_string)
+                .collect::<Result<Vec<_>, _>>()
+        });
+    match folded {
+        Some(Ok(statements)) if !statements.is_empty() => vec![Unit::Run {
+            fold,
+            members: run.to_vec(),
+            statements,
+        }],
+        _ => run.iter().map(|&j| Unit::Alone(j)).collect(),
+    }
+}
+
+/// Splices `members` into one transaction (see the module doc), folding
+/// the runs `folds` serve.
+pub fn merge(members: &[Member], folds: Folds) -> Merged {
+    let units = units(members, folds);
     let mut steps: Vec<OutStep> = vec![OutStep {
         condition: None,
         stmt: raw(BEGIN),
     }];
-    let mut placements = Vec::with_capacity(members.len());
+    let mut placements = Vec::with_capacity(units.len());
     let mut open = Condition::Ok { step: 0 };
-    for member in members {
-        let at = Placement {
-            base: steps.len(),
-            len: member.steps.len(),
-        };
+    for unit in &units {
+        let base = steps.len();
         steps.push(OutStep {
             condition: Some(open),
             stmt: raw(SAVEPOINT),
         });
-        let last = member.steps.len() - 1;
-        for (i, step) in member.steps.iter().enumerate().skip(1) {
-            let (condition, stmt) = if i == last {
-                // Its own ROLLBACK ran when its COMMIT did not.
-                let own = Condition::And {
-                    conds: vec![
-                        Condition::Ok { step: at.base },
-                        Condition::Not {
-                            cond: Box::new(Condition::Ok { step: at.release() }),
-                        },
-                    ],
+        let at = match unit {
+            Unit::Alone(i) => {
+                let member = &members[*i];
+                let at = Placement {
+                    base,
+                    len: member.steps.len(),
+                    members: vec![*i],
+                    fold: None,
                 };
-                (Some(own), raw(ROLLBACK_TO))
-            } else if i == last - 1 {
-                (
-                    step.condition.as_ref().map(|c| shift(c, at.base)),
-                    raw(RELEASE),
-                )
-            } else {
-                (
-                    step.condition.as_ref().map(|c| shift(c, at.base)),
-                    &*step.stmt,
-                )
-            };
-            steps.push(OutStep { condition, stmt });
-        }
+                let last = member.steps.len() - 1;
+                for (s, step) in member.steps.iter().enumerate().skip(1) {
+                    let (condition, stmt) = if s == last {
+                        // Its own ROLLBACK ran when its COMMIT did not.
+                        (Some(at.own_rollback()), raw(ROLLBACK_TO))
+                    } else if s == last - 1 {
+                        (
+                            step.condition.as_ref().map(|c| shift(c, base)),
+                            raw(RELEASE),
+                        )
+                    } else {
+                        (step.condition.as_ref().map(|c| shift(c, base)), &*step.stmt)
+                    };
+                    steps.push(OutStep { condition, stmt });
+                }
+                at
+            }
+            Unit::Run {
+                fold,
+                members,
+                statements,
+            } => {
+                let at = Placement {
+                    base,
+                    len: statements.len() + 3,
+                    members: members.clone(),
+                    fold: Some(*fold),
+                };
+                // Each statement only if the one before it succeeded.
+                for stmt in statements {
+                    let condition = Condition::Ok {
+                        step: steps.len() - 1,
+                    };
+                    steps.push(OutStep {
+                        condition: Some(condition),
+                        stmt,
+                    });
+                }
+                steps.push(OutStep {
+                    condition: Some(Condition::Ok {
+                        step: steps.len() - 1,
+                    }),
+                    stmt: raw(RELEASE),
+                });
+                steps.push(OutStep {
+                    condition: Some(at.own_rollback()),
+                    stmt: raw(ROLLBACK_TO),
+                });
+                at
+            }
+        };
         steps.push(OutStep {
             condition: Some(Condition::Ok {
                 step: at.rollback_to(),
@@ -322,6 +477,7 @@ pub fn merge(members: &[Member]) -> Merged {
         body: serde_json::to_string(&pipeline).unwrap_or_default(),
         placements,
         commit,
+        members: members.len(),
     }
 }
 
@@ -372,8 +528,8 @@ enum MemberResponse<'a> {
 
 #[derive(Serialize)]
 struct MemberBatch<'a> {
-    step_results: Vec<Option<&'a RawValue>>,
-    step_errors: Vec<Option<&'a RawValue>>,
+    step_results: Vec<Option<Cow<'a, RawValue>>>,
+    step_errors: Vec<Option<Cow<'a, RawValue>>>,
 }
 
 fn pick(list: &[Option<Box<RawValue>>], i: usize) -> Option<&RawValue> {
@@ -386,7 +542,7 @@ const COMMITTED: &str = r#"{"cols":[],"rows":[],"affected_row_count":0,"last_ins
 
 /// Each member's verdict from the database's answer to the merged batch.
 pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<Verdict> {
-    let all = |verdict: Verdict| vec![verdict; merged.placements.len()];
+    let all = |verdict: Verdict| vec![verdict; merged.members];
     let reply = match reply {
         Ok(reply) => reply,
         Err(TransportError::NotSent(m)) => return all(Verdict::Retry(m)),
@@ -428,51 +584,127 @@ pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<V
         };
     }
     let committed = raw(COMMITTED);
-    merged
-        .placements
-        .iter()
-        .map(|at| {
-            let mut step_results = Vec::with_capacity(at.len);
-            let mut step_errors = Vec::with_capacity(at.len);
-            for i in 0..at.len {
-                let index = at.base + i;
-                if i == at.len - 2 {
-                    // Its COMMIT: released and the batch committed. (The
-                    // RELEASE's own result would do as well: this far, the
-                    // batch committed, so a member released iff it
-                    // committed; the marker says what it means.)
-                    step_results.push(ran(at.release()).then_some(committed));
-                    step_errors.push(None);
-                } else {
-                    // Its statements, and as its ROLLBACK its ROLLBACK TO
-                    // (`at.rollback_to()`, the step after its RELEASE).
-                    step_results.push(pick(&batch.step_results, index));
-                    step_errors.push(pick(&batch.step_errors, index));
-                }
+    let mut verdicts: Vec<Option<Verdict>> = vec![None; merged.members];
+    for at in &merged.placements {
+        let answers = match at.fold {
+            None => vec![alone_answer(at, &batch, committed)],
+            Some(fold) => run_answers(fold, at, &batch, committed),
+        };
+        for (&member, answer) in at.members.iter().zip(answers) {
+            if let Some(slot) = verdicts.get_mut(member) {
+                *slot = Some(answer);
             }
-            let answer = MemberAnswer {
-                baton: None,
-                base_url: None,
-                results: [
-                    MemberResult::Ok {
-                        response: MemberResponse::Batch {
-                            result: MemberBatch {
-                                step_results,
-                                step_errors,
-                            },
-                        },
-                    },
-                    MemberResult::Ok {
-                        response: MemberResponse::Close,
-                    },
-                ],
-            };
-            match serde_json::to_vec(&answer) {
-                Ok(body) => Verdict::Answer(HttpReply { status: 200, body }),
-                Err(e) => Verdict::Lost(format!("member answer not encodable: {e}")),
-            }
-        })
+        }
+    }
+    verdicts
+        .into_iter()
+        .map(|v| v.unwrap_or_else(|| Verdict::Lost("no answer for the member".into())))
         .collect()
+}
+
+/// A lone member's own steps, back where it had them.
+fn alone_answer(at: &Placement, batch: &AnswerBatch, committed: &RawValue) -> Verdict {
+    let ran = |i: usize| batch.step_results.get(i).is_some_and(Option::is_some);
+    let mut step_results = Vec::with_capacity(at.len);
+    let mut step_errors = Vec::with_capacity(at.len);
+    for i in 0..at.len {
+        let index = at.base + i;
+        if i == at.len - 2 {
+            // Its COMMIT: released and the batch committed. (The RELEASE's
+            // own result would do as well: this far, the batch committed,
+            // so a member released iff it committed; the marker says what
+            // it means.)
+            step_results.push(ran(at.release()).then_some(Cow::Borrowed(committed)));
+            step_errors.push(None);
+        } else {
+            // Its statements, and as its ROLLBACK its ROLLBACK TO
+            // (`at.rollback_to()`, the step after its RELEASE).
+            step_results.push(pick(&batch.step_results, index).map(Cow::Borrowed));
+            step_errors.push(pick(&batch.step_errors, index).map(Cow::Borrowed));
+        }
+    }
+    member_answer(step_results, step_errors)
+}
+
+/// Each member of a folded run: its statements' results rebuilt by the
+/// fold when the run released; when it did not, the run's first error on
+/// the statement the fold blames, and the run's `ROLLBACK TO` as its own.
+fn run_answers(
+    fold: &dyn Fold,
+    at: &Placement,
+    batch: &AnswerBatch,
+    committed: &RawValue,
+) -> Vec<Verdict> {
+    let count = at.members.len();
+    let run = at.base + 1..at.release();
+    let begin = pick(&batch.step_results, at.base).map(Cow::Borrowed);
+    let own = |results: Vec<Option<Cow<RawValue>>>, errors| {
+        let mut step_results = vec![begin.clone()];
+        step_results.extend(results);
+        let mut step_errors = vec![None];
+        step_errors.extend(errors);
+        member_answer(step_results, step_errors)
+    };
+    // A member's statements, and its COMMIT and ROLLBACK after them.
+    let statements = at.len - 3;
+    if pick(&batch.step_results, at.release()).is_some() {
+        let results: Option<Vec<&RawValue>> = run.map(|i| pick(&batch.step_results, i)).collect();
+        let Some(each) = results.and_then(|r| fold.unfold(count, &r)) else {
+            return vec![Verdict::Lost("a folded run's answer does not add up".into()); count];
+        };
+        return each
+            .into_iter()
+            .map(|texts| {
+                let mut results: Vec<Option<Cow<RawValue>>> = texts
+                    .into_iter()
+                    .map(|t| RawValue::from_string(t).ok().map(Cow::Owned))
+                    .collect();
+                results.push(Some(Cow::Borrowed(committed)));
+                results.push(None);
+                let errors = vec![None; results.len()];
+                own(results, errors)
+            })
+            .collect();
+    }
+    let failed = run
+        .enumerate()
+        .find_map(|(k, i)| pick(&batch.step_errors, i).map(|e| (fold.blame(k), e)));
+    let mut errors: Vec<Option<Cow<RawValue>>> = vec![None; statements + 2];
+    if let Some((blamed, error)) = failed {
+        if let Some(slot) = errors.get_mut(blamed) {
+            *slot = Some(Cow::Borrowed(error));
+        }
+    }
+    let mut results: Vec<Option<Cow<RawValue>>> = vec![None; statements + 1];
+    results.push(pick(&batch.step_results, at.rollback_to()).map(Cow::Borrowed));
+    vec![own(results, errors); count]
+}
+
+fn member_answer(
+    step_results: Vec<Option<Cow<RawValue>>>,
+    step_errors: Vec<Option<Cow<RawValue>>>,
+) -> Verdict {
+    let answer = MemberAnswer {
+        baton: None,
+        base_url: None,
+        results: [
+            MemberResult::Ok {
+                response: MemberResponse::Batch {
+                    result: MemberBatch {
+                        step_results,
+                        step_errors,
+                    },
+                },
+            },
+            MemberResult::Ok {
+                response: MemberResponse::Close,
+            },
+        ],
+    };
+    match serde_json::to_vec(&answer) {
+        Ok(body) => Verdict::Answer(HttpReply { status: 200, body }),
+        Err(e) => Verdict::Lost(format!("member answer not encodable: {e}")),
+    }
 }
 
 /// The verdict of a member whose batch went away mid-flight: it may have run.
@@ -517,6 +749,7 @@ pub struct BatchStats {
 pub struct Coalescer {
     state: Mutex<State>,
     bounds: Bounds,
+    folds: Folds,
     stats: Mutex<BatchStats>,
 }
 
@@ -528,8 +761,18 @@ impl Coalescer {
         }
     }
 
+    /// Folds the runs of members `folds` serve (docs/engine.md#folding).
+    pub fn folding(self, folds: Folds) -> Self {
+        Coalescer { folds, ..self }
+    }
+
     pub fn stats(&self) -> BatchStats {
         self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// Submissions waiting for the next batch.
+    pub fn waiting(&self) -> usize {
+        self.state().waiting.len()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -586,13 +829,14 @@ impl Coalescer {
             stats.largest = stats.largest.max(members.len() as u64);
         }
         let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
-        let merged = merge(&members);
+        let merged = merge(&members, self.folds);
         let reply = transport.send_pipeline(&merged.body).await;
         let verdicts = split(&merged, reply);
         for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
             let carried = Carried::Batch {
                 members: size,
                 first: i == 0,
+                folded: merged.folded(i),
             };
             let _ = signal.send(Signal::Done(verdict, carried));
         }
@@ -672,6 +916,7 @@ impl Drop for Handoff<'_> {
 pub struct GroupedTransport<T> {
     inner: T,
     bounds: Bounds,
+    folds: Folds,
     queues: Mutex<std::collections::HashMap<String, std::sync::Arc<Coalescer>>>,
 }
 
@@ -680,8 +925,14 @@ impl<T> GroupedTransport<T> {
         GroupedTransport {
             inner,
             bounds,
+            folds: &[],
             queues: Mutex::default(),
         }
+    }
+
+    /// Folds the runs of members `folds` serve (docs/engine.md#folding).
+    pub fn folding(self, folds: Folds) -> Self {
+        GroupedTransport { folds, ..self }
     }
 
     pub fn inner(&self) -> &T {
@@ -701,11 +952,16 @@ impl<T> GroupedTransport<T> {
         })
     }
 
+    /// Writes of `queue` waiting for its next batch.
+    pub fn waiting(&self, queue: &str) -> usize {
+        self.coalescer(queue).waiting()
+    }
+
     fn coalescer(&self, queue: &str) -> std::sync::Arc<Coalescer> {
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         queues
             .entry(queue.to_owned())
-            .or_insert_with(|| std::sync::Arc::new(Coalescer::new(self.bounds)))
+            .or_insert_with(|| std::sync::Arc::new(Coalescer::new(self.bounds).folding(self.folds)))
             .clone()
     }
 }
@@ -777,7 +1033,7 @@ mod tests {
     /// RELEASE, ROLLBACK TO, RELEASE; COMMIT; ROLLBACK.
     #[test]
     fn members_are_spliced_into_savepoints_with_shifted_conditions() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
         let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
         let steps = v["requests"][0]["batch"]["steps"]
             .as_array()
@@ -838,7 +1094,7 @@ mod tests {
 
     #[test]
     fn each_member_gets_its_own_steps_back() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
         let guard = Some(r#"{"message":"malformed JSON","code":"SQLITE_ERROR"}"#);
         // Member 1 committed a row; member 2's statement failed and rolled back.
         let reply = answer(
@@ -877,7 +1133,7 @@ mod tests {
 
     #[test]
     fn a_batch_that_did_not_commit_is_retried_by_everyone() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
         let busy = Some(r#"{"message":"database is locked","code":"SQLITE_BUSY"}"#);
         let no_txn = Some(r#"{"message":"cannot rollback - no transaction is active"}"#);
         let other = Some(r#"{"message":"disk I/O error"}"#);
@@ -959,14 +1215,15 @@ mod tests {
             carried,
             Carried::Batch {
                 members: 1,
-                first: true
+                first: true,
+                folded: false,
             }
         );
     }
 
     #[test]
     fn transport_outcomes_reach_every_member() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")]);
+        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
         let sent = |r| split(&merged, r);
         assert!(sent(Err(TransportError::NotSent("refused".into())))
             .iter()

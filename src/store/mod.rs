@@ -22,6 +22,7 @@
 //! * while the isolate's write breaker is open ([`health`]), a write is not
 //!   sent at all: [`StoreError::WritesPaused`].
 
+pub mod fold;
 pub mod group;
 pub mod health;
 pub mod hrana;
@@ -34,6 +35,7 @@ pub mod statement;
 pub mod transport;
 
 pub use health::{Policy, WriteHealth, WriteState};
+pub(crate) use program::SCHEMA_CHECK;
 pub use program::{Gate, Program, StepId};
 pub use rows::{Row, RowError};
 pub use statement::Statement;

@@ -25,6 +25,9 @@ pub enum Carried {
         /// It was the batch's first member: the one that counts the batch,
         /// so batches are counted once whichever isolate sees them.
         first: bool,
+        /// Its statements were folded with those of others of its kind
+        /// (docs/engine.md#folding).
+        folded: bool,
     },
 }
 

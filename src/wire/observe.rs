@@ -95,6 +95,9 @@ pub struct GroupCommit {
     pub direct_writes: u64,
     /// Sent in a batch (of one, when nobody else was in flight).
     pub batched_writes: u64,
+    /// Of those, served by one statement with others of their kind
+    /// (docs/engine.md#folding).
+    pub folded_writes: u64,
     /// The batches that formed, by members; each counted once, by its
     /// first member's isolate.
     pub batch_members: SizeHistogram,

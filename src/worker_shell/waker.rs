@@ -75,7 +75,7 @@ impl DurableObject for QueueWaker {
         };
         QueueWaker {
             board: RefCell::new(Board::default()),
-            coalescer: Coalescer::default(),
+            coalescer: Coalescer::default().folding(crate::engine::FOLDS),
             database: DatabaseFetch::from_env(&|name| super::binding(&env, name))
                 .map(DatabaseFetch::copying_body),
             fault,
@@ -151,10 +151,16 @@ impl QueueWaker {
             Verdict::Lost(m) => verdict_response(GROUP_LOST, &m, None),
             Verdict::Invalid(m) => verdict_response(GROUP_UNAVAILABLE, &m, None),
         }?;
-        if let Carried::Batch { members, first } = carried {
+        if let Carried::Batch {
+            members,
+            first,
+            folded,
+        } = carried
+        {
             let headers = response.headers_mut();
             headers.set(GROUP_MEMBERS, &members.to_string())?;
             headers.set(GROUP_FIRST, if first { "1" } else { "0" })?;
+            headers.set(GROUP_FOLDED, if folded { "1" } else { "0" })?;
         }
         Ok(response)
     }
@@ -169,6 +175,8 @@ const GROUP_DB_STATUS: &str = "x-mqlite-db-status";
 const GROUP_MEMBERS: &str = "x-mqlite-group-members";
 /// `1` on the answer to the batch's first member, which counts the batch.
 const GROUP_FIRST: &str = "x-mqlite-group-first";
+/// `1` when the write was folded with others of its kind.
+const GROUP_FOLDED: &str = "x-mqlite-group-folded";
 const GROUP_ANSWER: &str = "answer";
 const GROUP_RETRY: &str = "retry";
 const GROUP_LOST: &str = "lost";
@@ -256,6 +264,7 @@ impl Committer {
                 Some(members) => Carried::Batch {
                     members,
                     first: header(GROUP_FIRST).is_some_and(|f| f == "1"),
+                    folded: header(GROUP_FOLDED).is_some_and(|f| f == "1"),
                 },
                 None => Carried::Direct,
             };

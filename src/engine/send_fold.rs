@@ -1,0 +1,363 @@
+//! Sends that meet in a batch, folded (docs/engine.md#folding): the Sends
+//! of one queue or topic in flight together are written by one `INSERT`
+//! over all their copies instead of a savepoint and five statements each.
+//!
+//! Each Send still gets its own verdict (`send_ok!` per member: the topic
+//! fingerprint it routed with, its queue, its ungrouped copies), and the
+//! outcome it would have had alone, in member order: a member's copy is
+//! written exactly when it would have been had the members before it run
+//! first (dedup: the first admitted copy of a key across the run, and none
+//! while an entry is in its window). Scheduled Sends (a guard of their own)
+//! and Sends checked by a credential prelude take a savepoint each.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::send::{COUNT_SENT, INSERT_MESSAGES, READ_OUTCOME};
+use crate::store::fold::{int_cell, value, Fold, Rows, SentStatement};
+use crate::store::hrana::Value;
+use crate::store::Statement;
+
+/// The most Sends one run writes: one body blob parameter each.
+const CAPACITY: usize = 64;
+
+/// Member `mj` (`[name, fingerprint, ungrouped queues, ttl, copies]`,
+/// from `?1`) may be written: the per-member form of `send.rs`'s
+/// `send_ok!`. It reads only `mj`, so SQLite checks it once per member.
+macro_rules! member_ok {
+    () => {
+        concat!(
+            fingerprint!(),
+            " = mj.value ->> 1
+    AND NOT (",
+            queue_missing!(),
+            ") AND NOT (",
+            group_missing!(),
+            ")"
+        )
+    };
+}
+
+/// Member `mj`'s topic fingerprint now (`send.rs`'s `fingerprint!`).
+macro_rules! fingerprint {
+    () => {
+        "(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions
+      WHERE topic = mj.value ->> 0)"
+    };
+}
+
+/// Member `mj` is a direct send to a queue that does not exist.
+macro_rules! queue_missing {
+    () => {
+        "mj.value ->> 1 = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = mj.value ->> 0)"
+    };
+}
+
+/// A copy of member `mj` without a group id is bound for a `group_fifo` queue.
+macro_rules! group_missing {
+    () => {
+        "EXISTS (SELECT 1 FROM json_each(mj.value, '$[2]') g JOIN queues gq ON gq.name = g.value
+      WHERE gq.ordering_mode = 'group_fifo')"
+    };
+}
+
+/// The copies of the members that may be written, with their queue's dedup
+/// window and TTL (the Send's, capped by the queue default, as
+/// `INSERT_MESSAGES` caps it), and `nth`: the copy's rank among the
+/// admitted copies of its `(queue, key)`, in member then message order.
+/// Clock-free, so every statement of the run admits the same copies.
+macro_rules! admitted {
+    () => {
+        concat!(
+            "(SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.dkey ORDER BY a.m, a.pos) AS nth
+  FROM (SELECT CAST(mj.key AS INTEGER) AS m, CAST(j.key AS INTEGER) AS pos, j.value AS v,
+      j.value ->> 0 AS queue, j.value ->> 1 AS dkey, q.dedup_window_ms AS window, CASE
+        WHEN q.default_ttl_ms > 0 AND (mj.value ->> 3 <= 0 OR mj.value ->> 3 > q.default_ttl_ms)
+          THEN q.default_ttl_ms
+        WHEN mj.value ->> 3 > 0 THEN mj.value ->> 3 ELSE 0 END AS ttl
+    FROM json_each(?1) mj, json_each(mj.value, '$[4]') j JOIN queues q ON q.name = j.value ->> 0
+    WHERE ",
+            member_ok!(),
+            ") a) cp"
+        )
+    };
+}
+
+/// Step 1 of a run: every member's copies that are written, in member then
+/// message order. `?1` the members `[[name, fingerprint, ungrouped queues,
+/// ttl, copies], …]` (each as the Send's own `INSERT_MESSAGES` binds them),
+/// `?2`…`?65` member *m*'s bodies as `?(2 + m)`. Returns the new seqs.
+pub(super) const INSERT_FOLDED: Statement = crate::statement!(concat!(
+    "INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, message_id,
+  correlation_id, reply_to, group_id, content_type, subject, properties, body, dedup_key,
+  request_hash)
+SELECT cp.queue, 'active', {now}, {now}, CASE WHEN cp.ttl > 0 THEN {now} + cp.ttl ELSE 0 END,
+  cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
+  coalesce(substr(CASE cp.m WHEN 0 THEN ?2 WHEN 1 THEN ?3 WHEN 2 THEN ?4 WHEN 3 THEN ?5
+    WHEN 4 THEN ?6 WHEN 5 THEN ?7 WHEN 6 THEN ?8 WHEN 7 THEN ?9 WHEN 8 THEN ?10 WHEN 9 THEN ?11
+    WHEN 10 THEN ?12 WHEN 11 THEN ?13 WHEN 12 THEN ?14 WHEN 13 THEN ?15 WHEN 14 THEN ?16
+    WHEN 15 THEN ?17 WHEN 16 THEN ?18 WHEN 17 THEN ?19 WHEN 18 THEN ?20 WHEN 19 THEN ?21
+    WHEN 20 THEN ?22 WHEN 21 THEN ?23 WHEN 22 THEN ?24 WHEN 23 THEN ?25 WHEN 24 THEN ?26
+    WHEN 25 THEN ?27 WHEN 26 THEN ?28 WHEN 27 THEN ?29 WHEN 28 THEN ?30 WHEN 29 THEN ?31
+    WHEN 30 THEN ?32 WHEN 31 THEN ?33 WHEN 32 THEN ?34 WHEN 33 THEN ?35 WHEN 34 THEN ?36
+    WHEN 35 THEN ?37 WHEN 36 THEN ?38 WHEN 37 THEN ?39 WHEN 38 THEN ?40 WHEN 39 THEN ?41
+    WHEN 40 THEN ?42 WHEN 41 THEN ?43 WHEN 42 THEN ?44 WHEN 43 THEN ?45 WHEN 44 THEN ?46
+    WHEN 45 THEN ?47 WHEN 46 THEN ?48 WHEN 47 THEN ?49 WHEN 48 THEN ?50 WHEN 49 THEN ?51
+    WHEN 50 THEN ?52 WHEN 51 THEN ?53 WHEN 52 THEN ?54 WHEN 53 THEN ?55 WHEN 54 THEN ?56
+    WHEN 55 THEN ?57 WHEN 56 THEN ?58 WHEN 57 THEN ?59 WHEN 58 THEN ?60 WHEN 59 THEN ?61
+    WHEN 60 THEN ?62 WHEN 61 THEN ?63 WHEN 62 THEN ?64 WHEN 63 THEN ?65 END,
+    (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+  CASE WHEN cp.window > 0 THEN cp.dkey END,
+  CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
+FROM ",
+    admitted!(),
+    "
+WHERE cp.window <= 0 OR (cp.nth = 1 AND NOT EXISTS (SELECT 1 FROM dedup d
+  WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey AND d.seen_at > {now} - cp.window))
+ORDER BY cp.m, cp.pos
+RETURNING id"
+));
+
+/// Step 2, right after the insert (`changes()` is still its count): how
+/// many copies of each member it wrote, so each member gets its own seqs.
+/// A copy was written iff it was admitted and its queue has no window, or
+/// it is the first of its key and the key's entry now holds one of the
+/// insert's seqs (the last `changes()` that AUTOINCREMENT handed out, as
+/// `COUNT_SENT` reads them). Clock-free, so it counts what the insert did.
+pub(super) const WRITTEN_PER_MEMBER: Statement = crate::statement!(concat!(
+    "SELECT cp.m, count(*) FROM ",
+    admitted!(),
+    "
+WHERE cp.window <= 0 OR (cp.nth = 1 AND EXISTS (SELECT 1 FROM dedup d
+  WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey
+    AND d.seq_number > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()))
+GROUP BY cp.m"
+));
+
+/// Step 4, every member's `READ_OUTCOME` in one: the same tagged rows
+/// behind the member's index (NULL: a row for every member).
+pub(super) const READ_OUTCOMES: Statement = crate::statement!(concat!(
+    "SELECT CAST(mj.key AS INTEGER), 0, CASE WHEN ",
+    fingerprint!(),
+    " <> mj.value ->> 1 THEN 'topic_changed' WHEN ",
+    queue_missing!(),
+    " THEN 'queue_missing' WHEN ",
+    group_missing!(),
+    " THEN 'group_required' ELSE 'ok' END, NULL, NULL, NULL
+FROM json_each(?1) mj
+UNION ALL
+SELECT NULL, 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
+FROM (SELECT DISTINCT j.value ->> 0 AS queue, j.value ->> 1 AS dkey
+    FROM json_each(?1) mj, json_each(mj.value, '$[4]') j) k
+  JOIN queues q ON q.name = k.queue AND q.dedup_window_ms > 0
+  JOIN dedup d ON d.queue = k.queue AND d.dedup_key = k.dkey
+UNION ALL
+SELECT CAST(mj.key AS INTEGER), 2, s.subscription, s.filter, s.revision, NULL
+FROM json_each(?1) mj JOIN subscriptions s ON s.topic = mj.value ->> 0
+WHERE ",
+    fingerprint!(),
+    " <> mj.value ->> 1
+UNION ALL
+SELECT NULL, 3, q.name, NULL, NULL, {now} FROM queues q
+WHERE q.name IN (SELECT DISTINCT j.value ->> 0 FROM json_each(?1) mj, json_each(mj.value, '$[4]') j)
+  AND q.waiters_until > {now}"
+));
+
+/// The engine's fold of direct Sends and publishes.
+pub struct SendFold;
+
+/// A member Send's statements, as `Engine::try_send` writes them.
+struct MemberSend<'a> {
+    schema: &'a RawValue,
+    name: String,
+    fingerprint: String,
+    copies: String,
+    ungrouped: String,
+    ttl: i64,
+    body: &'a RawValue,
+    clock: &'a RawValue,
+}
+
+/// `INSERT_MESSAGES`'s arguments: 6 values, 16 body blobs, the clock.
+const INSERT_ARGS: usize = 23;
+
+impl<'a> MemberSend<'a> {
+    fn read(statements: &[&'a RawValue]) -> Option<Self> {
+        let [schema, insert, count, outcome] = statements else {
+            return None;
+        };
+        let insert = SentStatement::parse(insert)?;
+        let count = SentStatement::parse(count)?;
+        let outcome = SentStatement::parse(outcome)?;
+        let shaped = SentStatement::parse(schema)?.sql == crate::store::SCHEMA_CHECK.sql
+            && insert.sql == INSERT_MESSAGES.sql
+            && count.sql == COUNT_SENT.sql
+            && outcome.sql == READ_OUTCOME.sql
+            && insert.args.len() == INSERT_ARGS;
+        if !shaped {
+            return None;
+        }
+        let text = |i: usize| match value(insert.args[i])? {
+            Value::Text { value } => Some(value),
+            _ => None,
+        };
+        let int = |i: usize| int_cell(insert.args[i]);
+        // Only the first body blob may hold bodies (a member is at most
+        // `MEMBER_MAX_BYTES`, far below one blob's 4 MiB).
+        let other_blobs_empty = insert.args[7..22]
+            .iter()
+            .all(|b| matches!(value(b), Some(Value::Blob { base64 }) if base64.is_empty()));
+        let body = insert.args[6];
+        let body_is_blob = matches!(value(body), Some(Value::Blob { .. }));
+        if int(4) != Some(0) || !other_blobs_empty || !body_is_blob {
+            return None;
+        }
+        Some(MemberSend {
+            schema,
+            name: text(0)?,
+            fingerprint: text(1)?,
+            copies: text(2)?,
+            ungrouped: text(3)?,
+            ttl: int(5)?,
+            body,
+            clock: insert.args[22],
+        })
+    }
+
+    /// `[name, fingerprint, ungrouped queues, ttl, copies]`, the last
+    /// three spliced in as the JSON they already are.
+    fn member_json(&self) -> String {
+        let name = serde_json::to_string(&self.name).unwrap_or_default();
+        let fingerprint = serde_json::to_string(&self.fingerprint).unwrap_or_default();
+        format!(
+            "[{name},{fingerprint},{},{},{}]",
+            self.ungrouped, self.ttl, self.copies
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct OutStatement<'a> {
+    sql: &'a str,
+    args: Vec<&'a RawValue>,
+    want_rows: bool,
+}
+
+fn statement_json(sql: &str, args: Vec<&RawValue>) -> Option<String> {
+    serde_json::to_string(&OutStatement {
+        sql,
+        args,
+        want_rows: true,
+    })
+    .ok()
+}
+
+impl Fold for SendFold {
+    fn capacity(&self) -> usize {
+        CAPACITY
+    }
+
+    fn accepts(&self, statements: &[&RawValue]) -> bool {
+        MemberSend::read(statements).is_some()
+    }
+
+    fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
+        let sends: Vec<MemberSend> = members
+            .iter()
+            .map(|m| MemberSend::read(m))
+            .collect::<Option<_>>()?;
+        let first = sends.first()?;
+        // One schema check and one clock for the run.
+        let alike = sends
+            .iter()
+            .all(|s| s.schema.get() == first.schema.get() && s.clock.get() == first.clock.get());
+        if !alike || sends.len() > CAPACITY {
+            return None;
+        }
+        let members_json: Vec<String> = sends.iter().map(MemberSend::member_json).collect();
+        let members_arg = serde_json::to_string(&Value::Text {
+            value: format!("[{}]", members_json.join(",")),
+        })
+        .ok()?;
+        let members_arg = RawValue::from_string(members_arg).ok()?;
+        let null = RawValue::from_string(r#"{"type":"null"}"#.to_owned()).ok()?;
+        let null = &*null;
+        let mut insert_args = vec![&*members_arg];
+        insert_args.extend(sends.iter().map(|s| s.body));
+        insert_args.resize(1 + CAPACITY, null);
+        insert_args.push(first.clock);
+        Some(vec![
+            first.schema.get().to_owned(),
+            statement_json(INSERT_FOLDED.sql, insert_args)?,
+            statement_json(WRITTEN_PER_MEMBER.sql, vec![&*members_arg])?,
+            statement_json(COUNT_SENT.sql, Vec::new())?,
+            statement_json(READ_OUTCOMES.sql, vec![&*members_arg, first.clock])?,
+        ])
+    }
+
+    fn unfold(&self, members: usize, results: &[&RawValue]) -> Option<Vec<Vec<String>>> {
+        let [schema, inserted, written, counted, outcomes] = results else {
+            return None;
+        };
+        let inserted = Rows::parse(inserted)?;
+        let mut seqs: Vec<(i64, &RawValue)> = inserted
+            .rows
+            .iter()
+            .map(|row| Some((int_cell(row.first()?)?, *row.first()?)))
+            .collect::<Option<_>>()?;
+        seqs.sort_unstable_by_key(|(seq, _)| *seq);
+        let mut counts = vec![0usize; members];
+        for row in Rows::parse(written)?.rows {
+            let (m, n) = (int_cell(row.first()?)?, int_cell(row.get(1)?)?);
+            *counts.get_mut(usize::try_from(m).ok()?)? = usize::try_from(n).ok()?;
+        }
+        if counts.iter().sum::<usize>() != seqs.len() {
+            return None;
+        }
+        let outcomes = Rows::parse(outcomes)?;
+        let mut own_outcomes: Vec<Vec<Vec<&RawValue>>> = vec![Vec::new(); members];
+        for row in &outcomes.rows {
+            let (whose, cells) = row.split_first()?;
+            match int_cell(whose) {
+                Some(m) => own_outcomes
+                    .get_mut(usize::try_from(m).ok()?)?
+                    .push(cells.to_vec()),
+                None => own_outcomes.iter_mut().for_each(|o| o.push(cells.to_vec())),
+            }
+        }
+        let mut next = seqs.iter();
+        let mut each = Vec::with_capacity(members);
+        for (count, outcome) in counts.into_iter().zip(own_outcomes) {
+            let own_seqs = Rows {
+                rows: next
+                    .by_ref()
+                    .take(count)
+                    .map(|(_, cell)| vec![*cell])
+                    .collect(),
+                affected_row_count: count as u64,
+            };
+            let outcome = Rows {
+                rows: outcome,
+                affected_row_count: 0,
+            };
+            each.push(vec![
+                schema.get().to_owned(),
+                own_seqs.to_json(),
+                counted.get().to_owned(),
+                outcome.to_json(),
+            ]);
+        }
+        Some(each)
+    }
+
+    fn blame(&self, run_step: usize) -> usize {
+        // Run: schema, insert, written, count, outcomes; member: schema,
+        // insert, count, outcome.
+        match run_step {
+            0 => 0,
+            1 | 2 => 1,
+            3 => 2,
+            _ => 3,
+        }
+    }
+}
