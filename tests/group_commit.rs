@@ -551,23 +551,38 @@ mod support_rng {
 
 /// The order the coalescer runs a round's writes in, given `entered`, the
 /// writes that reached it, in issue order (`send_round`): the first leads
-/// a batch of its own, the rest form one batch, in which the Sends (the
-/// kind that folds, docs/engine.md#folding) run together where the first
-/// of them stands, everything else in issue order. The writes answered
-/// before reaching it (refused requests) touch no row: they go first.
+/// a batch of its own, the rest form one batch, in which the writes of a
+/// kind that folds (docs/engine.md#folding: Sends; Completes and
+/// CompleteBatches) run together where the first of their kind stands,
+/// everything else in issue order. The writes answered before reaching it
+/// (refused requests) touch no row: they go first.
 fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
-    let folds = |i: usize| writes[i].path.ends_with(".QueueService/Send");
+    let kind = |i: usize| {
+        let path = &writes[i].path;
+        if path.ends_with(".QueueService/Send") {
+            Some(0)
+        } else if path.ends_with(".QueueService/Complete")
+            || path.ends_with(".QueueService/CompleteBatch")
+        {
+            Some(1)
+        } else {
+            None
+        }
+    };
     let mut order: Vec<usize> = (0..writes.len()).filter(|i| !entered.contains(i)).collect();
     let Some((&first, batch)) = entered.split_first() else {
         return order;
     };
     order.push(first);
-    let sends: Vec<usize> = batch.iter().copied().filter(|&i| folds(i)).collect();
+    let mut placed = Vec::new();
     for &i in batch {
-        if !folds(i) {
-            order.push(i);
-        } else if sends.first() == Some(&i) {
-            order.extend(&sends);
+        match kind(i) {
+            None => order.push(i),
+            Some(k) if !placed.contains(&k) => {
+                placed.push(k);
+                order.extend(batch.iter().copied().filter(|&j| kind(j) == Some(k)));
+            }
+            Some(_) => {}
         }
     }
     order
@@ -1014,4 +1029,80 @@ async fn dedup_across_folded_members_answers_as_one_after_another() {
         calls.len() - 1
     );
     assert_eq!(alone.rows().await, together.rows().await);
+}
+
+/// Six messages sent to `std` and received, with this broker's tokens.
+async fn six_received<T: Transport>(broker: &Broker<T>) -> Vec<Held> {
+    assert_eq!(broker.call(&setup_calls()[0]).await.0, 200);
+    for call in sends("std", 6) {
+        assert_eq!(broker.call(&call).await.0, 200);
+    }
+    let receive = rpc(
+        "QueueService/Receive",
+        json!({"queue": "std", "max_messages": 6}),
+    );
+    let (status, answer) = broker.call(&receive).await;
+    assert_eq!(status, 200, "{answer}");
+    let mut held = Vec::new();
+    remember(&receive, &answer, &mut held);
+    assert_eq!(held.len(), 6, "{answer}");
+    held
+}
+
+/// Completes that meet in a batch fold too (docs/engine.md#folding), and
+/// each answers as it would have one after another: a right token, a wrong
+/// one, the same message and token twice (the second a replay of the
+/// first's receipt), a message already completed (a replay too), a
+/// CompleteBatch with items of each kind; the rows and receipts end alike,
+/// and each deleted row is counted once.
+#[tokio::test]
+async fn completes_that_meet_fold_and_answer_as_one_after_another() {
+    let alone = direct();
+    let together = one_group();
+    let held = [six_received(&alone).await, six_received(&together).await];
+    let complete = |h: &Held| {
+        rpc(
+            "QueueService/Complete",
+            json!({"queue": "std", "seq_number": h.seq, "lock_token": h.token}),
+        )
+    };
+    let round = |held: &[Held]| {
+        let wrong = json!({"queue": "std", "seq_number": held[1].seq,
+                           "lock_token": "0".repeat(32)});
+        vec![
+            complete(&held[0]),
+            complete(&held[1]),
+            rpc("QueueService/Complete", wrong),
+            complete(&held[2]),
+            complete(&held[2]),
+            complete(&held[0]),
+            rpc(
+                "QueueService/CompleteBatch",
+                json!({"queue": "std", "messages": [
+                    {"seq_number": held[3].seq, "lock_token": held[3].token},
+                    {"seq_number": held[4].seq, "lock_token": "0".repeat(32)},
+                    {"seq_number": held[2].seq, "lock_token": held[2].token}]}),
+            ),
+        ]
+    };
+    let (calls_a, calls_b) = (round(&held[0]), round(&held[1]));
+    let mut expected = Vec::new();
+    for call in &calls_a {
+        expected.push(alone.call(call).await);
+    }
+    let (answers, entered) = together.send_round(&calls_b).await;
+    assert_eq!(
+        entered.len(),
+        calls_b.len(),
+        "every Complete reached the coalescer: {entered:?} {answers:?}"
+    );
+    assert_eq!(answers, expected);
+    assert_eq!(alone.rows().await, together.rows().await);
+    // The first led alone; the six behind it were one run.
+    let observed = group_commit(&together).await;
+    assert_eq!(observed["folded_writes"], 6, "{observed}");
+    // Each deleted row counted once: three Completes and one batch item
+    // took effect.
+    let (_, stats) = stats(&together, "std").await;
+    assert_eq!(stats["total"], 2, "{stats}");
 }

@@ -19,6 +19,7 @@ mod receive;
 mod send;
 mod send_fold;
 mod settle;
+mod settle_fold;
 mod stats;
 mod sweep;
 mod topics;
@@ -48,7 +49,7 @@ pub use wait::{LongPoll, Parked, Waiter, PARK_MAX_MS};
 
 /// The kinds of write that fold when they meet in a batch
 /// (docs/engine.md#folding), for whoever builds a coalescer.
-pub static FOLDS: crate::store::group::Folds = &[&send_fold::SendFold];
+pub static FOLDS: crate::store::group::Folds = &[&send_fold::SendFold, &settle_fold::CompleteFold];
 
 use std::sync::Arc;
 

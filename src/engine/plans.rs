@@ -8,7 +8,8 @@ use std::sync::Arc;
 use mqlite_libsql::Database;
 
 use super::{
-    admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, send_fold, settle, stats,
+    admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, send_fold, settle,
+    settle_fold, stats,
 };
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
@@ -226,6 +227,21 @@ fn settlement_finds_rows_by_primary_key() {
     let d = plan(&settle::RENEW, vec![text("q"), pairs]);
     assert_no_message_scan("renew", &d);
     assert_uses("renew", &d, "USING INTEGER PRIMARY KEY");
+}
+
+/// A folded run of Completes (docs/engine.md#folding), two members: the
+/// same primary-key seeks as one Complete's.
+#[test]
+fn folded_settlement_finds_rows_by_primary_key() {
+    let members = vec![text(r#"[["q",[[1,"t"],[2,"u"]]],["r",[[3,"v"]]]]"#)];
+    let d = plan(&settle_fold::RECORD_RECEIPTS_FOLDED, members.clone());
+    assert_no_message_scan("folded record receipts", &d);
+    assert_uses("folded record receipts", &d, "USING INTEGER PRIMARY KEY");
+    let d = plan(&settle_fold::COMPLETE_FOLDED, members.clone());
+    assert_no_message_scan("folded complete", &d);
+    assert_uses("folded complete", &d, "USING INTEGER PRIMARY KEY");
+    let d = plan(&settle_fold::LIVE_RECEIPTS_FOLDED, members);
+    assert_no_scan_of("folded live receipts", &d, "settlement_receipts");
 }
 
 #[test]

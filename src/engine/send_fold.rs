@@ -295,7 +295,12 @@ impl Fold for SendFold {
         ])
     }
 
-    fn unfold(&self, members: usize, results: &[&RawValue]) -> Option<Vec<Vec<String>>> {
+    fn unfold(
+        &self,
+        members: &[Vec<&RawValue>],
+        results: &[&RawValue],
+    ) -> Option<Vec<Vec<String>>> {
+        let members = members.len();
         let [schema, inserted, written, counted, outcomes] = results else {
             return None;
         };

@@ -19,7 +19,7 @@ use crate::store::Statement;
 use crate::store::{Program, Transport};
 
 /// How long an exact settle request can be replayed.
-const RECEIPT_LIFETIME_MS: i64 = 30 * 60 * 1000;
+pub(super) const RECEIPT_LIFETIME_MS: i64 = 30 * 60 * 1000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SettleRequest {

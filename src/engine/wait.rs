@@ -167,3 +167,218 @@ fn pause(remaining: u64, requests_left: u64, delay: u64) -> u64 {
         delay.max(remaining / requests_left).min(remaining)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The schedule of a long poll, on a manual clock and a scripted claim:
+    //! its claims, sleeps and parks, and what it spends of its budget.
+
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+
+    /// A waiter on a manual clock that records what it is asked to do; its
+    /// parks end as `parks_end` says, in turn (then time out), taking the
+    /// whole time given.
+    #[derive(Default)]
+    struct Script {
+        now: Cell<u64>,
+        hints: bool,
+        parks_end: RefCell<Vec<Parked>>,
+        sleeps: RefCell<Vec<u64>>,
+        parks: RefCell<Vec<u64>>,
+    }
+
+    impl Waiter for Script {
+        fn elapsed_ms(&self) -> u64 {
+            self.now.get()
+        }
+        async fn sleep(&self, millis: u64) {
+            self.sleeps.borrow_mut().push(millis);
+            self.now.set(self.now.get() + millis);
+        }
+        fn hints(&self) -> bool {
+            self.hints
+        }
+        async fn park(&self, _queue: &str, _since_ms: i64, millis: u64) -> Parked {
+            self.parks.borrow_mut().push(millis);
+            self.now.set(self.now.get() + millis);
+            let mut ends = self.parks_end.borrow_mut();
+            if ends.is_empty() {
+                Parked::TimedOut
+            } else {
+                ends.remove(0)
+            }
+        }
+    }
+
+    /// What each claim was given: its request limit and whether it marked.
+    type Claims = RefCell<Vec<(u32, bool)>>;
+
+    /// One scripted claim's answer.
+    type Answer = std::future::Ready<(Result<Claimed<()>, EngineError>, RunStats)>;
+
+    /// A claim that finds nothing, one fetch each, nothing coming due; at
+    /// `fail_at` (claims counted from 0) it reports the budget spent
+    /// (`Unavailable`, with `fetches` fetches).
+    fn empty_claim<'a>(
+        claims: &'a Claims,
+        fail_at: Option<(usize, u32)>,
+    ) -> impl FnMut(u32, bool) -> Answer + 'a {
+        move |limit, mark| {
+            let n = claims.borrow().len();
+            claims.borrow_mut().push((limit, mark));
+            let mut stats = RunStats {
+                fetches: 1,
+                ..RunStats::default()
+            };
+            let answer = match fail_at {
+                Some((at, fetches)) if at == n => {
+                    stats.fetches = fetches;
+                    Err(EngineError::Store(StoreError::Unavailable("spent".into())))
+                }
+                _ => Ok(Claimed {
+                    messages: Vec::new(),
+                    now_ms: 0,
+                    next_due_ms: i64::MAX,
+                }),
+            };
+            std::future::ready((answer, stats))
+        }
+    }
+
+    const BACKOFF: Backoff = Backoff {
+        first: 100,
+        max: 1_000,
+    };
+
+    async fn poll(
+        waiter: &Script,
+        wait_ms: u64,
+        cap: u32,
+        claims: &Claims,
+        fail_at: Option<(usize, u32)>,
+    ) -> Result<LongPoll, EngineError> {
+        let claim = empty_claim(claims, fail_at);
+        long_poll(waiter, "q", wait_ms, cap, BACKOFF, claim)
+            .await
+            .map(|(_, spent)| spent)
+    }
+
+    /// Without hints the pauses grow by 8/5 from the first up to the
+    /// longest, the last one cut so the final claim falls on the deadline.
+    #[test]
+    fn re_polls_back_off_by_eight_fifths_and_end_on_the_deadline() {
+        let waiter = Script::default();
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 10_000, 1_000, &claims, None)).expect("poll");
+        let mut expected = vec![100, 160, 256, 409, 654];
+        expected.extend([1_000; 8]);
+        expected.push(421);
+        assert_eq!(*waiter.sleeps.borrow(), expected);
+        assert_eq!(waiter.now.get(), 10_000);
+        assert_eq!(spent.attempts, 15);
+        assert_eq!(spent.fetches, 15);
+        // Each claim may spend what is left of the budget, and no claim
+        // marks a waiter without hints.
+        let limits: Vec<u32> = claims.borrow().iter().map(|c| c.0).collect();
+        assert_eq!(limits, (986..=1_000).rev().collect::<Vec<_>>());
+        assert!(claims.borrow().iter().all(|c| !c.1));
+    }
+
+    /// A small budget spreads the claims over the wait, keeping the last
+    /// one for the deadline.
+    #[test]
+    fn a_small_budget_spreads_its_claims_and_keeps_one_for_the_deadline() {
+        let waiter = Script::default();
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 10_000, 3, &claims, None)).expect("poll");
+        assert_eq!(*waiter.sleeps.borrow(), [5_000, 5_000]);
+        assert_eq!((spent.attempts, spent.fetches), (3, 3));
+        let limits: Vec<u32> = claims.borrow().iter().map(|c| c.0).collect();
+        assert_eq!(limits, [3, 2, 1]);
+        // 4 requests over 9 s: three pauses of 3 s.
+        let waiter = Script::default();
+        pollster::block_on(poll(&waiter, 9_000, 4, &Claims::default(), None)).expect("poll");
+        assert_eq!(*waiter.sleeps.borrow(), [3_000, 3_000, 3_000]);
+    }
+
+    /// A wait of 0 claims once and marks nothing, hints or not.
+    #[test]
+    fn a_zero_wait_claims_once_without_marking() {
+        let waiter = Script {
+            hints: true,
+            ..Script::default()
+        };
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 0, 10, &claims, None)).expect("poll");
+        assert_eq!(*claims.borrow(), [(10, false)]);
+        assert_eq!((spent.attempts, spent.parks), (1, 0));
+    }
+
+    /// With hints every claim marks and parks count against the budget; a
+    /// park that fails turns the rest of the wait into plain re-polling,
+    /// from where it left the clock and the budget.
+    #[test]
+    fn a_failed_park_falls_back_to_re_polling_from_where_it_left() {
+        let waiter = Script {
+            hints: true,
+            parks_end: RefCell::new(vec![Parked::TimedOut, Parked::Failed]),
+            ..Script::default()
+        };
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 20_000, 6, &claims, None)).expect("poll");
+        // Parks of 5 s (20 s in four), the second failing at 10 s; then 6
+        // requests less 2 claims and 2 parks leave 2: a pause to half of
+        // the 10 s left, then one to the deadline.
+        assert_eq!(*waiter.parks.borrow(), [5_000, 5_000]);
+        assert_eq!(*waiter.sleeps.borrow(), [5_000, 5_000]);
+        assert_eq!(waiter.now.get(), 20_000);
+        let claims = claims.borrow();
+        assert_eq!(
+            *claims,
+            [(6, true), (4, true), (2, false), (1, false)],
+            "the limits left, and marking only while hints work"
+        );
+        assert_eq!((spent.attempts, spent.fetches, spent.parks), (4, 4, 2));
+    }
+
+    /// A failed park at the deadline makes the final claim at once.
+    #[test]
+    fn a_park_failing_at_the_deadline_claims_once_more_at_once() {
+        let waiter = Script {
+            hints: true,
+            parks_end: RefCell::new(vec![Parked::Failed]),
+            ..Script::default()
+        };
+        let claims = Claims::default();
+        pollster::block_on(poll(&waiter, 5_000, 10, &claims, None)).expect("poll");
+        assert_eq!(*waiter.parks.borrow(), [5_000]);
+        assert!(waiter.sleeps.borrow().is_empty());
+        assert_eq!(claims.borrow().len(), 2);
+    }
+
+    /// The budget running out inside a later claim (nothing applied) is an
+    /// empty answer; in the first claim it is the error.
+    #[test]
+    fn a_budget_spent_inside_a_later_claim_is_an_empty_answer() {
+        let waiter = Script::default();
+        let claims = Claims::default();
+        // The second claim is cut after 2 fetches: 3 of a budget of 3.
+        let spent = pollster::block_on(poll(&waiter, 10_000, 3, &claims, Some((1, 2))));
+        assert_eq!(spent.map(|s| (s.attempts, s.fetches)), Ok((1, 3)));
+        // Cut with budget to spare: the error stands.
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&Script::default(), 10_000, 5, &claims, Some((1, 2))));
+        assert!(matches!(
+            spent,
+            Err(EngineError::Store(StoreError::Unavailable(_)))
+        ));
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&Script::default(), 10_000, 1, &claims, Some((0, 1))));
+        assert!(matches!(
+            spent,
+            Err(EngineError::Store(StoreError::Unavailable(_)))
+        ));
+    }
+}

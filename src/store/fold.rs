@@ -29,10 +29,12 @@ pub trait Fold: Sync {
     /// in order), or `None` when these do not fold after all (the members
     /// then take a savepoint each).
     fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>>;
-    /// Each member's statements' results, from the run's statements'
-    /// results (all of them succeeded); `None` when the answer does not add
-    /// up, and no member can be told what it did.
-    fn unfold(&self, members: usize, results: &[&RawValue]) -> Option<Vec<Vec<String>>>;
+    /// Each member's statements' results, from `members` (as given to
+    /// [`Fold::fold`]) and the run's statements' results (all of them
+    /// succeeded); `None` when the answer does not add up, and no member
+    /// can be told what it did.
+    fn unfold(&self, members: &[Vec<&RawValue>], results: &[&RawValue])
+        -> Option<Vec<Vec<String>>>;
     /// The member statement answered with the error of the run's statement
     /// `run_step` when it failed.
     fn blame(&self, run_step: usize) -> usize;

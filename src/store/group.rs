@@ -540,8 +540,13 @@ fn pick(list: &[Option<Box<RawValue>>], i: usize) -> Option<&RawValue> {
 /// committed with the member's savepoint released.
 const COMMITTED: &str = r#"{"cols":[],"rows":[],"affected_row_count":0,"last_insert_rowid":null}"#;
 
-/// Each member's verdict from the database's answer to the merged batch.
-pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<Verdict> {
+/// Each member's verdict from the database's answer to the batch `merged`
+/// made of `members`.
+pub fn split(
+    members: &[Member],
+    merged: &Merged,
+    reply: Result<HttpReply, TransportError>,
+) -> Vec<Verdict> {
     let all = |verdict: Verdict| vec![verdict; merged.members];
     let reply = match reply {
         Ok(reply) => reply,
@@ -588,7 +593,7 @@ pub fn split(merged: &Merged, reply: Result<HttpReply, TransportError>) -> Vec<V
     for at in &merged.placements {
         let answers = match at.fold {
             None => vec![alone_answer(at, &batch, committed)],
-            Some(fold) => run_answers(fold, at, &batch, committed),
+            Some(fold) => run_answers(fold, members, at, &batch, committed),
         };
         for (&member, answer) in at.members.iter().zip(answers) {
             if let Some(slot) = verdicts.get_mut(member) {
@@ -631,11 +636,21 @@ fn alone_answer(at: &Placement, batch: &AnswerBatch, committed: &RawValue) -> Ve
 /// the statement the fold blames, and the run's `ROLLBACK TO` as its own.
 fn run_answers(
     fold: &dyn Fold,
+    members: &[Member],
     at: &Placement,
     batch: &AnswerBatch,
     committed: &RawValue,
 ) -> Vec<Verdict> {
     let count = at.members.len();
+    let own_statements: Vec<Vec<&RawValue>> = at
+        .members
+        .iter()
+        .filter_map(|&j| members.get(j).and_then(Member::chained_statements))
+        .collect();
+    // A member's statements (folded members are of one kind: as many each).
+    let Some(statements) = own_statements.first().map(Vec::len) else {
+        return vec![Verdict::Lost("a folded run without its members".into()); count];
+    };
     let run = at.base + 1..at.release();
     let begin = pick(&batch.step_results, at.base).map(Cow::Borrowed);
     let own = |results: Vec<Option<Cow<RawValue>>>, errors| {
@@ -645,11 +660,12 @@ fn run_answers(
         step_errors.extend(errors);
         member_answer(step_results, step_errors)
     };
-    // A member's statements, and its COMMIT and ROLLBACK after them.
-    let statements = at.len - 3;
     if pick(&batch.step_results, at.release()).is_some() {
         let results: Option<Vec<&RawValue>> = run.map(|i| pick(&batch.step_results, i)).collect();
-        let Some(each) = results.and_then(|r| fold.unfold(count, &r)) else {
+        let each = results
+            .and_then(|r| fold.unfold(&own_statements, &r))
+            .filter(|each| each.len() == count && each.iter().all(|e| e.len() == statements));
+        let Some(each) = each else {
             return vec![Verdict::Lost("a folded run's answer does not add up".into()); count];
         };
         return each
@@ -831,7 +847,7 @@ impl Coalescer {
         let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
         let merged = merge(&members, self.folds);
         let reply = transport.send_pipeline(&merged.body).await;
-        let verdicts = split(&merged, reply);
+        let verdicts = split(&members, &merged, reply);
         for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
             let carried = Carried::Batch {
                 members: size,
@@ -1033,7 +1049,8 @@ mod tests {
     /// RELEASE, ROLLBACK TO, RELEASE; COMMIT; ROLLBACK.
     #[test]
     fn members_are_spliced_into_savepoints_with_shifted_conditions() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
+        let members = [member("SELECT 1"), member("SELECT 2")];
+        let merged = merge(&members, &[]);
         let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
         let steps = v["requests"][0]["batch"]["steps"]
             .as_array()
@@ -1094,7 +1111,8 @@ mod tests {
 
     #[test]
     fn each_member_gets_its_own_steps_back() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
+        let members = [member("SELECT 1"), member("SELECT 2")];
+        let merged = merge(&members, &[]);
         let guard = Some(r#"{"message":"malformed JSON","code":"SQLITE_ERROR"}"#);
         // Member 1 committed a row; member 2's statement failed and rolled back.
         let reply = answer(
@@ -1105,7 +1123,7 @@ mod tests {
                 None, None, None, None, None, None, None, guard, None, None, None, None, None,
             ],
         );
-        let verdicts = split(&merged, Ok(reply));
+        let verdicts = split(&members, &merged, Ok(reply));
         let parsed: Vec<serde_json::Value> = verdicts
             .iter()
             .map(|v| match v {
@@ -1131,9 +1149,191 @@ mod tests {
         assert!(result(0)["step_results"][3].is_null(), "member 1 did not");
     }
 
+    /// A fold of the members whose one statement is `FOLD n`: one run
+    /// statement `FOLDED`, each member's result the run's rows whose first
+    /// cell is its position in the run.
+    struct Numbered;
+
+    impl Fold for Numbered {
+        fn capacity(&self) -> usize {
+            3
+        }
+        fn accepts(&self, statements: &[&RawValue]) -> bool {
+            matches!(statements, [s] if s.get().contains("\"FOLD "))
+        }
+        fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
+            // A member `FOLD 0` makes the fold decline.
+            let declines = members.iter().flatten().any(|s| s.get().contains("FOLD 0"));
+            (!declines).then(|| vec![r#"{"sql":"FOLDED","args":[],"want_rows":true}"#.to_owned()])
+        }
+        fn unfold(
+            &self,
+            members: &[Vec<&RawValue>],
+            results: &[&RawValue],
+        ) -> Option<Vec<Vec<String>>> {
+            let rows = super::super::fold::Rows::parse(results.first()?)?;
+            (0..members.len())
+                .map(|m| {
+                    let own = rows
+                        .rows
+                        .iter()
+                        .filter(|r| {
+                            r.first().and_then(|c| super::super::fold::int_cell(c))
+                                == Some(m as i64)
+                        })
+                        .cloned()
+                        .collect();
+                    let own = super::super::fold::Rows {
+                        rows: own,
+                        affected_row_count: 0,
+                    };
+                    Some(vec![own.to_json()])
+                })
+                .collect()
+        }
+        fn blame(&self, _run_step: usize) -> usize {
+            0
+        }
+    }
+
+    static NUMBERED: Folds = &[&Numbered];
+
+    fn sql_of(merged: &Merged) -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
+        v["requests"][0]["batch"]["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| s["stmt"]["sql"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    /// Members of a kind that folds run together, where the first of them
+    /// stood, at most `capacity` a run; a lone one of the kind, and a run
+    /// the fold declines, take a savepoint each.
+    #[test]
+    fn members_of_a_folding_kind_run_together_where_the_first_stood() {
+        let members = [
+            member("SELECT 1"),
+            member("FOLD 1"),
+            member("SELECT 2"),
+            member("FOLD 2"),
+            member("FOLD 3"),
+            member("FOLD 4"),
+            member("FOLD 5"),
+        ];
+        let merged = merge(&members, NUMBERED);
+        let sql = sql_of(&merged);
+        let run = [
+            "SAVEPOINT member",
+            "FOLDED",
+            "RELEASE member",
+            "ROLLBACK TO member",
+            "RELEASE member",
+        ];
+        let alone = |s: &str| {
+            vec![
+                "SAVEPOINT member".to_owned(),
+                s.to_owned(),
+                "RELEASE member".into(),
+                "ROLLBACK TO member".into(),
+                "RELEASE member".into(),
+            ]
+        };
+        let mut expected = vec!["BEGIN IMMEDIATE".to_owned()];
+        expected.extend(alone("SELECT 1"));
+        // FOLD 1, 2, 3 (capacity 3), then FOLD 4, 5, all where FOLD 1 stood.
+        expected.extend(run.iter().map(|s| s.to_string()));
+        expected.extend(run.iter().map(|s| s.to_string()));
+        expected.extend(alone("SELECT 2"));
+        expected.extend(["COMMIT".to_owned(), "ROLLBACK".to_owned()]);
+        assert_eq!(sql, expected);
+        assert!(!merged.folded(0) && !merged.folded(2));
+        assert!((1..7).filter(|&i| i != 2).all(|i| merged.folded(i)));
+
+        let lone = [member("SELECT 1"), member("FOLD 1")];
+        let merged = merge(&lone, NUMBERED);
+        assert_eq!(
+            sql_of(&merged)[7],
+            "FOLD 1",
+            "a run of one is a member alone"
+        );
+        assert!(!merged.folded(1));
+        let declined = [member("FOLD 0"), member("FOLD 1")];
+        let merged = merge(&declined, NUMBERED);
+        assert_eq!(
+            (sql_of(&merged)[2].as_str(), sql_of(&merged)[7].as_str()),
+            ("FOLD 0", "FOLD 1")
+        );
+        assert!(!merged.folded(0) && !merged.folded(1));
+    }
+
+    /// A released run answers each member with the results the fold
+    /// rebuilt, committed; a run whose statement failed answers each with
+    /// that error on the statement the fold blames, rolled back, in the
+    /// shape of its own pipeline.
+    #[test]
+    fn a_folded_run_answers_each_member_in_its_own_shape() {
+        let members = [member("FOLD 1"), member("FOLD 2")];
+        let merged = merge(&members, NUMBERED);
+        // BEGIN, SAVEPOINT, FOLDED, RELEASE, ROLLBACK TO, RELEASE, COMMIT, ROLLBACK
+        let rows = Some(
+            r#"{"cols":[],"rows":[[{"type":"integer","value":"1"}],[{"type":"integer","value":"0"}],[{"type":"integer","value":"1"}]],"affected_row_count":3}"#,
+        );
+        let reply = answer(&[OK, OK, rows, OK, None, None, OK, None], &[None; 8]);
+        let results = |verdicts: Vec<Verdict>| -> Vec<serde_json::Value> {
+            verdicts
+                .iter()
+                .map(|v| match v {
+                    Verdict::Answer(r) => {
+                        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+                        v["results"][0]["response"]["result"].clone()
+                    }
+                    other => panic!("an answer: {other:?}"),
+                })
+                .collect()
+        };
+        let each = results(split(&members, &merged, Ok(reply)));
+        for (m, own) in each.iter().enumerate() {
+            let steps = own["step_results"].as_array().expect("results");
+            assert_eq!(steps.len(), 4, "BEGIN, its statement, COMMIT, ROLLBACK");
+            assert!(
+                steps[2].is_object() && steps[3].is_null(),
+                "member {m} committed"
+            );
+            let mine = steps[1]["rows"].as_array().expect("rows").len();
+            assert_eq!(mine, if m == 0 { 1 } else { 2 });
+        }
+        let error = Some(r#"{"message":"disk I/O error","code":"SQLITE_IOERR"}"#);
+        let reply = answer(
+            &[OK, OK, None, None, OK, OK, OK, None],
+            &[None, None, error, None, None, None, None, None],
+        );
+        for own in results(split(&members, &merged, Ok(reply))) {
+            let steps = own["step_results"].as_array().expect("results");
+            assert_eq!(steps.len(), 4);
+            assert!(steps[2].is_null(), "not committed");
+            assert!(
+                steps[3].is_object(),
+                "its ROLLBACK is the run's ROLLBACK TO"
+            );
+            assert_eq!(own["step_errors"][1]["message"], "disk I/O error");
+        }
+        // Rows that do not add up: nobody can be told what it did.
+        let unfolded = |r: &[Option<&str>]| split(&members, &merged, Ok(answer(r, &[None; 8])));
+        assert!(unfolded(&[OK, OK, Some("{}"), OK, None, None, OK, None])
+            .iter()
+            .all(|v| matches!(v, Verdict::Answer(_))));
+        let garbled = Some(r#"{"rows":"nope"}"#);
+        assert!(unfolded(&[OK, OK, garbled, OK, None, None, OK, None])
+            .iter()
+            .all(|v| matches!(v, Verdict::Lost(_))));
+    }
+
     #[test]
     fn a_batch_that_did_not_commit_is_retried_by_everyone() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
+        let members = [member("SELECT 1"), member("SELECT 2")];
+        let merged = merge(&members, &[]);
         let busy = Some(r#"{"message":"database is locked","code":"SQLITE_BUSY"}"#);
         let no_txn = Some(r#"{"message":"cannot rollback - no transaction is active"}"#);
         let other = Some(r#"{"message":"disk I/O error"}"#);
@@ -1142,12 +1342,20 @@ mod tests {
         errors[0] = busy;
         results[12] = OK;
         let all_retry = |v: &[Verdict]| v.iter().all(|v| matches!(v, Verdict::Retry(_)));
-        assert!(all_retry(&split(&merged, Ok(answer(&results, &errors)))));
+        assert!(all_retry(&split(
+            &members,
+            &merged,
+            Ok(answer(&results, &errors))
+        )));
         results[12] = None;
         errors[12] = no_txn;
-        assert!(all_retry(&split(&merged, Ok(answer(&results, &errors)))));
+        assert!(all_retry(&split(
+            &members,
+            &merged,
+            Ok(answer(&results, &errors))
+        )));
         errors[12] = other;
-        let verdicts = split(&merged, Ok(answer(&results, &errors)));
+        let verdicts = split(&members, &merged, Ok(answer(&results, &errors)));
         assert!(
             verdicts.iter().all(|v| matches!(v, Verdict::Lost(_))),
             "{verdicts:?}"
@@ -1223,8 +1431,9 @@ mod tests {
 
     #[test]
     fn transport_outcomes_reach_every_member() {
-        let merged = merge(&[member("SELECT 1"), member("SELECT 2")], &[]);
-        let sent = |r| split(&merged, r);
+        let members = [member("SELECT 1"), member("SELECT 2")];
+        let merged = merge(&members, &[]);
+        let sent = |r| split(&members, &merged, r);
         assert!(sent(Err(TransportError::NotSent("refused".into())))
             .iter()
             .all(|v| matches!(v, Verdict::Retry(_))));
