@@ -323,6 +323,12 @@ enum Op {
     ReceiveDeferred {
         held: usize,
     },
+    /// A CompleteBatch of two held messages (the second's queue taken from
+    /// the first: a message of another queue is an item that fails).
+    CompleteBatch {
+        held: [usize; 2],
+        wrong_token: bool,
+    },
 }
 
 const QUEUES: [&str; 3] = ["std", "grp", "strict"];
@@ -419,8 +425,12 @@ impl Mix {
                     extra: json!({}),
                 }
             }
-            75..=79 if self.held > 0 => Op::ReceiveDeferred {
+            75..=77 if self.held > 0 => Op::ReceiveDeferred {
                 held: self.rng.below(self.held),
+            },
+            78..=79 if self.held > 0 => Op::CompleteBatch {
+                held: [self.rng.below(self.held), self.rng.below(self.held)],
+                wrong_token: self.rng.one_in(4),
             },
             80..=84 => Op::Plain(rpc(
                 "QueueService/Schedule",
@@ -492,6 +502,23 @@ fn resolve(op: &Op, held: &[Held]) -> Call {
                 b.extend(e.clone());
             }
             rpc(name, body)
+        }
+        Op::CompleteBatch {
+            held: [a, b],
+            wrong_token,
+        } => {
+            let (a, b) = (&held[*a], &held[*b]);
+            let token = if *wrong_token {
+                "0".repeat(32)
+            } else {
+                b.token.clone()
+            };
+            rpc(
+                "QueueService/CompleteBatch",
+                json!({"queue": a.queue, "messages": [
+                    {"seq_number": a.seq, "lock_token": a.token},
+                    {"seq_number": b.seq, "lock_token": token}]}),
+            )
         }
         Op::ReceiveDeferred { held: n } => {
             let h = &held[*n];
@@ -1105,4 +1132,72 @@ async fn completes_that_meet_fold_and_answer_as_one_after_another() {
     // took effect.
     let (_, stats) = stats(&together, "std").await;
     assert_eq!(stats["total"], 2, "{stats}");
+}
+
+/// Publishes fold like Sends (docs/engine.md#folding): each member carries
+/// its topic's fingerprint, and a member routed with a stale view writes
+/// nothing and retries with the current one, as alone. A topic of two
+/// subscriptions (one filtered, one with a dedup window), published to
+/// with a cold view, then again while a message id repeats.
+#[tokio::test]
+async fn publishes_that_meet_fold_and_answer_as_one_after_another() {
+    let setup = [
+        rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "all", "config": {"kind": "subscription", "dedup_window_ms": 60000}}),
+        ),
+        rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "red", "config": {"kind": "subscription"}}),
+        ),
+        rpc(
+            "AdminService/Subscribe",
+            json!({"topic": "news", "name": "all"}),
+        ),
+        rpc(
+            "AdminService/Subscribe",
+            json!({"topic": "news", "name": "red", "filter": {"expr": "subject == \"red\""}}),
+        ),
+    ];
+    let alone = direct();
+    let together = one_group();
+    for call in &setup {
+        assert_eq!(
+            alone.call(call).await,
+            together.call(call).await,
+            "{call:?}"
+        );
+    }
+    let publish = |subject: &str, id: &str, body: &str| {
+        rpc(
+            "QueueService/Send",
+            json!({"queue": "news", "messages": [
+                {"body": b64(body), "subject": subject, "message_id": id}]}),
+        )
+    };
+    let rounds = [
+        vec![
+            publish("red", "p1", "one"),
+            publish("blue", "p2", "two"),
+            publish("red", "p3", "three"),
+        ],
+        vec![
+            publish("red", "p4", "four"),
+            publish("red", "p4", "four"),
+            publish("blue", "p1", "other"),
+            publish("blue", "p5", "five"),
+        ],
+    ];
+    for calls in &rounds {
+        let mut expected = Vec::new();
+        for call in calls {
+            expected.push(alone.call(call).await);
+        }
+        let (answers, entered) = together.send_round(calls).await;
+        assert_eq!(entered.len(), calls.len());
+        assert_eq!(answers, expected);
+    }
+    assert_eq!(alone.rows().await, together.rows().await);
+    let observed = group_commit(&together).await;
+    assert!(observed["folded_writes"].as_u64() >= Some(5), "{observed}");
 }
