@@ -25,3 +25,5 @@ fi
 
 log "native tests (unit, store, engine, http)"
 MQLITE_REQUIRE_PROMTOOL=1 cargo test --workspace --exclude mqlite-e2e --features mqlite-edge/native
+# The end-to-end crate's own helpers (the fault proxy's counters).
+cargo test --quiet -p mqlite-e2e --lib

@@ -17,7 +17,7 @@ use worker::{
 
 use crate::engine::{Clock, Effects, Engine, Parked, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
-use crate::store::{pipeline_url, Carried, HttpReply, Transport, TransportError};
+use crate::store::{pipeline_url, Carried, Group, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
 
 mod waker;
@@ -130,6 +130,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     let waker = Waker::from_env(&env, wake_switch(&env));
     let waiter = WorkerWaiter::start(waker.clone());
     let isolate = isolate();
+    let woken = Woken::default();
     let setup = setup(&isolate, &env).map(|(config, database)| {
         let committer = Committer::from_env(&env, coalesce_switch(&env), database.timeout_ms);
         (
@@ -137,6 +138,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
             WorkerTransport {
                 database,
                 committer,
+                woken: woken.clone(),
             },
         )
     });
@@ -171,7 +173,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
         worker::console_error!("{} {}: {line}", request.method, request.path);
     }
     if let Some(waker) = waker {
-        notify_after(&ctx, waker, response.wake_hints());
+        notify_after(&ctx, waker, response.wake_hints(), &woken);
     }
     to_worker_response(response)
 }
@@ -206,12 +208,18 @@ async fn asset_bytes(env: &Env, path: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Sends the answer's wake hints once it is on its way, off its path: a
-/// hint that fails or is lost costs a waiter at most one park.
-fn notify_after(ctx: &Context, waker: Waker, hints: &[http::WakeHint]) {
+/// hint that fails or is lost costs a waiter at most one park. A queue
+/// whose object already woke its waiters on this request's commit gets none.
+fn notify_after(ctx: &Context, waker: Waker, hints: &[http::WakeHint], woken: &Woken) {
+    let woken = woken.borrow();
+    let hints: Vec<http::WakeHint> = hints
+        .iter()
+        .filter(|h| !woken.contains(&h.queue))
+        .cloned()
+        .collect();
     if hints.is_empty() {
         return;
     }
-    let hints = hints.to_vec();
     ctx.wait_until(async move {
         for hint in hints {
             if waker.notify(&hint.queue, hint.at_ms).await.is_none() {
@@ -493,7 +501,12 @@ fn describe(error: &JsValue) -> String {
 struct WorkerTransport {
     database: DatabaseFetch,
     committer: Option<Committer>,
+    /// The queues whose object woke their waiters on this request's commits.
+    woken: Woken,
 }
+
+/// One request's queues whose waiters were woken by their object.
+type Woken = std::rc::Rc<std::cell::RefCell<Vec<String>>>;
 
 impl Transport for WorkerTransport {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
@@ -502,11 +515,14 @@ impl Transport for WorkerTransport {
 
     async fn send_grouped(
         &self,
-        queue: &str,
+        group: Group<'_>,
         body: &str,
     ) -> (Result<HttpReply, TransportError>, Carried) {
         if let Some(committer) = &self.committer {
-            if let Grouped::Outcome(outcome, carried) = committer.commit(queue, body).await {
+            if let Grouped::Outcome(outcome, carried, woke) = committer.commit(group, body).await {
+                if woke {
+                    self.woken.borrow_mut().push(group.queue.to_owned());
+                }
                 return (outcome, carried);
             }
         }

@@ -74,13 +74,17 @@ impl Transport for OneGroup {
     }
     async fn send_grouped(
         &self,
-        _queue: &str,
+        group: mqlite_edge::store::Group<'_>,
         body: &str,
     ) -> (
         Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
         mqlite_edge::store::Carried,
     ) {
-        self.0.send_grouped("all", body).await
+        let all = mqlite_edge::store::Group {
+            queue: "all",
+            ..group
+        };
+        self.0.send_grouped(all, body).await
     }
     async fn pause(&self, millis: u32) {
         self.0.pause(millis).await
@@ -840,12 +844,13 @@ async fn eight_sends_at_once(bounds: Bounds) -> (u64, u64, u64) {
 /// one-message Sends, seven Sends waiting behind a lone one go as 2, 2, 2, 1.
 #[tokio::test]
 async fn batches_respect_their_statement_bound() {
-    // The bound counts 2 per batch and, per member, its own steps plus 2
-    // (docs/engine.md#group-commit: SAVEPOINT … RELEASE, ROLLBACK TO, RELEASE).
+    // The bound counts 3 per batch (its clock included) and, per member,
+    // its own steps plus 2 (docs/engine.md#group-commit: SAVEPOINT …
+    // RELEASE, ROLLBACK TO, RELEASE).
     let (statements, _) = lone_send().await;
     let member = statements + 2;
     let bounds = Bounds {
-        statements: 2 + 2 * member,
+        statements: 3 + 2 * member,
         ..Bounds::default()
     };
     assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
@@ -1002,9 +1007,9 @@ async fn sends_that_meet_are_folded_into_one_statement_each() {
     let sent = transport.inner().sent.lock().expect("sent").clone();
     let steps: Vec<usize> = sent.iter().rev().take(2).map(|(steps, _)| *steps).collect();
     // BEGIN, SAVEPOINT, five statements, RELEASE, ROLLBACK TO, RELEASE,
-    // COMMIT, ROLLBACK; before it, the lone Send in a savepoint of its own
-    // (its seven steps and four).
-    assert_eq!(steps, [12, 11], "{sent:?}");
+    // the clock (Sends wake), COMMIT, ROLLBACK; before it, the lone Send in
+    // a savepoint of its own (its seven steps and five).
+    assert_eq!(steps, [13, 12], "{sent:?}");
 }
 
 /// Dedup across the members of a folded run answers as one after another:
@@ -1200,4 +1205,107 @@ async fn publishes_that_meet_fold_and_answer_as_one_after_another() {
     assert_eq!(alone.rows().await, together.rows().await);
     let observed = group_commit(&together).await;
     assert!(observed["folded_writes"].as_u64() >= Some(5), "{observed}");
+}
+
+/// The in-process transport, recording what each grouped write is grouped
+/// on: its queue, and whether it wakes.
+struct Groups {
+    inner: InProcess,
+    seen: std::sync::Mutex<Vec<(String, bool)>>,
+}
+
+impl Transport for Groups {
+    async fn send_pipeline(
+        &self,
+        body: &str,
+    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        self.inner.send_pipeline(body).await
+    }
+    async fn send_grouped(
+        &self,
+        group: mqlite_edge::store::Group<'_>,
+        body: &str,
+    ) -> (
+        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
+        mqlite_edge::store::Carried,
+    ) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.push((group.queue.to_owned(), group.wakes));
+        }
+        (
+            self.inner.send_pipeline(body).await,
+            mqlite_edge::store::Carried::Direct,
+        )
+    }
+    async fn pause(&self, millis: u32) {
+        self.inner.pause(millis).await
+    }
+}
+
+/// The writes whose commit can make messages claimable (a Send, a pgmq
+/// send, an Abandon) ask their carrier to wake the queue's waiters
+/// (docs/semantics.md#long-polling); a scheduled or delayed send, a
+/// Complete, a Reject, a Renew and a claim do not.
+#[tokio::test]
+async fn sends_and_abandons_wake_their_queue_and_nothing_else_does() {
+    let broker = broker(|db| Groups {
+        inner: db,
+        seen: Default::default(),
+    });
+    let mut held = six_received(&broker).await;
+    assert_eq!(broker.call(&setup_calls()[3]).await.0, 201, "pgmq's queue");
+    let seen = || {
+        let transport = broker.service.engine().expect("engine").store().transport();
+        let seen = transport.seen.lock().map(|mut s| std::mem::take(&mut *s));
+        seen.unwrap_or_default()
+    };
+    let wakes = |queue: &str| vec![(queue.to_owned(), true)];
+    let quiet = |queue: &str| vec![(queue.to_owned(), false)];
+    // Six Sends (each wakes), then the Receive that claimed them.
+    let mut expected: Vec<(String, bool)> = (0..6).map(|_| ("std".to_owned(), true)).collect();
+    expected.push(("std".to_owned(), false));
+    assert_eq!(seen(), expected);
+    let settle = |name: &str, held: &Held, extra: Value| {
+        let mut body =
+            json!({"queue": held.queue, "seq_number": held.seq, "lock_token": held.token});
+        if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+            body.extend(extra);
+        }
+        rpc(&format!("QueueService/{name}"), body)
+    };
+    let calls = [
+        (settle("Complete", &held.remove(0), json!({})), quiet("std")),
+        (settle("Abandon", &held.remove(0), json!({})), wakes("std")),
+        (settle("Reject", &held.remove(0), json!({})), quiet("std")),
+        (settle("Renew", &held.remove(0), json!({})), quiet("std")),
+        (
+            rpc(
+                "QueueService/Send",
+                json!({"queue": "std", "messages": [{"body": b64("later")}],
+                       "scheduled_enqueue_time_ms": 4_102_444_800_000_i64}),
+            ),
+            quiet("std"),
+        ),
+        (
+            pgmq(
+                "POST",
+                "/v1/queues/pg/messages",
+                json!({"message": {"n": 1}}),
+            ),
+            wakes("pg"),
+        ),
+        (
+            pgmq(
+                "POST",
+                "/v1/queues/pg/messages",
+                json!({"message": {"n": 2}, "delay": 30}),
+            ),
+            quiet("pg"),
+        ),
+    ];
+    for (call, grouped) in calls {
+        let (status, answer) = broker.call(&call).await;
+        assert!(status == 200 || status == 201, "{call:?}: {answer}");
+        assert_eq!(seen(), grouped, "{call:?}");
+    }
 }

@@ -23,7 +23,8 @@
 //!    busy each server's process tree was (CPU time / wall time, 100% = one
 //!    core), to show where the time went.
 //! 3. Through a proxy that counts database requests (the mean batch size is
-//!    RPCs / requests), cycles at the largest client count, grouped and
+//!    RPCs / requests) and the rows sqld reports written (per cycle: one
+//!    message's life), cycles at the largest client count, grouped and
 //!    direct, then again with every answer delayed by `--delay-ms` (20 ms:
 //!    Turso in a nearby region).
 //!
@@ -843,16 +844,18 @@ fn delayed(
                 servers: vec![("workerd", worker.pid()), ("sqld", sqld.child.id())],
                 sqld: Some(sqld.child.id()),
             };
-            let before = proxy.forwarded();
+            let (before, written_before) = (proxy.forwarded(), proxy.rows_written());
             let cell = drive(&target, Workload::Cycle, settings, clients);
             let requests = proxy.forwarded() - before;
+            let written = proxy.rows_written() - written_before;
             let rpcs = cell.units * Workload::Cycle.rpcs();
             println!(
-                "  +{delay} ms, {name:<8} {:>7.0} cycles/s, p50 {:.1} ms, p99 {:.1} ms, {:.2} database requests per RPC ({requests} for {rpcs} RPCs){}",
+                "  +{delay} ms, {name:<8} {:>7.0} cycles/s, p50 {:.1} ms, p99 {:.1} ms, {:.2} database requests per RPC ({requests} for {rpcs} RPCs), {:.2} rows written per message's life{}",
                 cell.per_second,
                 percentile(&cell.latencies, 0.5),
                 percentile(&cell.latencies, 0.99),
                 requests as f64 / rpcs.max(1) as f64,
+                written as f64 / cell.units.max(1) as f64,
                 if cell.errors > 0 {
                     format!(", {} failed: {}", cell.errors, cell.first_error.unwrap_or_default())
                 } else {

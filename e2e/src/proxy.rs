@@ -35,6 +35,8 @@ struct Shared {
     script: Mutex<VecDeque<Fault>>,
     forwarded: AtomicU64,
     faulted: AtomicU64,
+    /// The sum of every step's `rows_written` in the database's answers.
+    rows_written: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -54,6 +56,7 @@ impl FaultProxy {
             script: Mutex::default(),
             forwarded: AtomicU64::new(0),
             faulted: AtomicU64::new(0),
+            rows_written: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         });
         let accepting = shared.clone();
@@ -88,6 +91,12 @@ impl FaultProxy {
     /// Requests forwarded to the database so far.
     pub fn forwarded(&self) -> u64 {
         self.shared.forwarded.load(Ordering::SeqCst)
+    }
+
+    /// Rows the database reported written so far, summed over every step
+    /// of every answer (what Turso bills, rolled-back steps included).
+    pub fn rows_written(&self) -> u64 {
+        self.shared.rows_written.load(Ordering::SeqCst)
     }
 
     /// Answers faulted so far.
@@ -200,6 +209,9 @@ fn serve(shared: &Shared, client: TcpStream) {
             Some(a) => a,
             None => (502, b"upstream unreachable".to_vec()),
         };
+        shared
+            .rows_written
+            .fetch_add(rows_written(&body), Ordering::SeqCst);
         let head = |status: u16, len: usize| {
             format!(
                 "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n\
@@ -240,6 +252,23 @@ fn serve(shared: &Shared, client: TcpStream) {
     }
 }
 
+/// The sum of the `"rows_written":N` fields of a Hrana answer, read
+/// without parsing it (answers are the database's own JSON, no spaces).
+fn rows_written(body: &[u8]) -> u64 {
+    const FIELD: &[u8] = b"\"rows_written\":";
+    let mut sum = 0;
+    let mut rest = body;
+    while let Some(at) = rest.windows(FIELD.len()).position(|w| w == FIELD) {
+        rest = &rest[at + FIELD.len()..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        sum += std::str::from_utf8(&rest[..digits])
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    sum
+}
+
 fn write_all(stream: &mut TcpStream, parts: &[&[u8]]) -> bool {
     parts.iter().all(|p| stream.write_all(p).is_ok()) && stream.flush().is_ok()
 }
@@ -271,4 +300,16 @@ fn forward(shared: &Shared, request: &Message) -> Option<(u16, Vec<u8>)> {
     let answer = read_message(&mut reader, true)?;
     let status = answer.head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, answer.body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows_written;
+
+    #[test]
+    fn rows_written_sums_every_step_of_an_answer() {
+        let body = br#"{"results":[{"type":"ok","response":{"type":"execute","result":{"rows_read":3,"rows_written":2}}},{"type":"ok","response":{"type":"execute","result":{"rows_written":17,"rows_read":0}}},{"type":"error"}]}"#;
+        assert_eq!(rows_written(body), 19);
+        assert_eq!(rows_written(b"upstream unreachable"), 0);
+    }
 }

@@ -2,7 +2,8 @@
 //! runs the `QueueWaker` Durable Object locally. Each scenario starts its
 //! own stack, with the binding, without it (`MQLITE_WAKE=off`), or with a
 //! wake object that fails (`MQLITE_WAKE_FAULT=error`) or loses every hint
-//! (`MQLITE_WAKE_FAULT=drop`): a message is never lost or delayed beyond
+//! (`MQLITE_WAKE_FAULT=drop`; `drop-notify` loses only the Worker's, to show
+//! the object waking its own waiters): a message is never lost or delayed beyond
 //! the re-polling schedule. Seeded (`MQLITE_WAKE_SEED`).
 
 use std::sync::Arc;
@@ -52,6 +53,10 @@ fn main() {
             erroring_object,
         ),
         ("a_lost_hint_is_covered_by_the_re_check", lost_hints),
+        (
+            "the_object_wakes_its_waiters_on_its_own_commits",
+            own_commits_wake,
+        ),
     ];
     let only: Vec<String> = std::env::args()
         .skip(1)
@@ -350,4 +355,38 @@ fn lost_hints(tools: &Tools, rng: &mut Rng) -> Result<(), String> {
         woken.latency
     );
     clean_log(&stack)
+}
+
+/// Group commit on, the Worker's hints lost (`drop-notify`): a Send that
+/// went through the queue's object still wakes a parked waiter in
+/// milliseconds, since the object wakes its own board on the commit. With
+/// group commit off the same Send goes direct and its lost hint leaves the
+/// waiter parked until its re-check.
+fn own_commits_wake(tools: &Tools, rng: &mut Rng) -> Result<(), String> {
+    let grouped = stack(tools, &[("MQLITE_WAKE_FAULT", "drop-notify")], &["own"])?;
+    for _ in 0..3 {
+        let woken = wake_once(&grouped, "own", 20_000, moment(rng, 300, 1_500))?;
+        check!(
+            woken.latency < Duration::from_millis(1_000),
+            "woke {:?} after the send: the object did not wake its waiter",
+            woken.latency
+        );
+    }
+    clean_log(&grouped)?;
+    drop(grouped);
+    let direct = stack(
+        tools,
+        &[
+            ("MQLITE_WAKE_FAULT", "drop-notify"),
+            ("MQLITE_COALESCE", "off"),
+        ],
+        &["direct"],
+    )?;
+    let woken = wake_once(&direct, "direct", 20_000, moment(rng, 300, 1_500))?;
+    check!(
+        woken.latency > Duration::from_millis(2_000),
+        "woke {:?} after a direct Send although its hint was dropped",
+        woken.latency
+    );
+    clean_log(&direct)
 }

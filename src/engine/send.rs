@@ -320,7 +320,8 @@ impl<T: Transport> Engine<T> {
                 chunk.push(p.message.body.as_slice());
             }
         }
-        let mut program = Program::write_on(name);
+        // A scheduled message is claimable only once it activates.
+        let mut program = Program::write_on(name).waking(scheduled == 0);
         let not_future =
             (scheduled > 0).then(|| program.guard(&NOT_FUTURE, vec![scheduled.into()]));
         let inserted = program.step_with_blobs(&INSERT_MESSAGES, insert_args, bodies);

@@ -10,11 +10,10 @@
 //! while an entry is in its window). Scheduled Sends (a guard of their own)
 //! and Sends checked by a credential prelude take a savepoint each.
 
-use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::send::{COUNT_SENT, INSERT_MESSAGES, READ_OUTCOME};
-use crate::store::fold::{int_cell, value, Fold, Rows, SentStatement};
+use crate::store::fold::{int_cell, statement_json, text_cell, value, Fold, Rows, SentStatement};
 use crate::store::hrana::Value;
 use crate::store::Statement;
 
@@ -197,10 +196,7 @@ impl<'a> MemberSend<'a> {
         if !shaped {
             return None;
         }
-        let text = |i: usize| match value(insert.args[i])? {
-            Value::Text { value } => Some(value),
-            _ => None,
-        };
+        let text = |i: usize| text_cell(insert.args[i]);
         let int = |i: usize| int_cell(insert.args[i]);
         // Only the first body blob may hold bodies (a member is at most
         // `MEMBER_MAX_BYTES`, far below one blob's 4 MiB).
@@ -234,22 +230,6 @@ impl<'a> MemberSend<'a> {
             self.ungrouped, self.ttl, self.copies
         )
     }
-}
-
-#[derive(Serialize)]
-struct OutStatement<'a> {
-    sql: &'a str,
-    args: Vec<&'a RawValue>,
-    want_rows: bool,
-}
-
-fn statement_json(sql: &str, args: Vec<&RawValue>) -> Option<String> {
-    serde_json::to_string(&OutStatement {
-        sql,
-        args,
-        want_rows: true,
-    })
-    .ok()
 }
 
 impl Fold for SendFold {
@@ -364,5 +344,68 @@ impl Fold for SendFold {
             3 => 2,
             _ => 3,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(json: serde_json::Value) -> Box<RawValue> {
+        RawValue::from_string(json.to_string()).expect("json")
+    }
+
+    fn stmt(sql: &str, args: Vec<serde_json::Value>) -> Box<RawValue> {
+        raw(serde_json::json!({"sql": sql, "args": args, "want_rows": true}))
+    }
+
+    /// A lone Send's statements as the engine writes them, with the
+    /// insert's arguments changed by `edit`.
+    fn send(edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> Vec<Box<RawValue>> {
+        let text = |v: &str| serde_json::json!({"type": "text", "value": v});
+        let int = |v: i64| serde_json::json!({"type": "integer", "value": v.to_string()});
+        let blob = |b: &str| serde_json::json!({"type": "blob", "base64": b});
+        let mut args = vec![text("q"), text("f"), text("[]"), text("[]"), int(0), int(0)];
+        args.push(blob("aGk="));
+        args.extend((0..15).map(|_| blob("")));
+        args.push(serde_json::json!({"type": "null"}));
+        edit(&mut args);
+        vec![
+            stmt(crate::store::SCHEMA_CHECK.sql, vec![]),
+            stmt(INSERT_MESSAGES.sql, args),
+            stmt(COUNT_SENT.sql, vec![]),
+            stmt(READ_OUTCOME.sql, vec![]),
+        ]
+    }
+
+    fn accepted(statements: &[Box<RawValue>]) -> bool {
+        let refs: Vec<&RawValue> = statements.iter().map(|s| &**s).collect();
+        SendFold.accepts(&refs)
+    }
+
+    /// Only a lone Send of exactly the engine's shape folds: each of its
+    /// four statements by its text, the insert by its argument count, its
+    /// one body blob and its immediate (unscheduled) visibility.
+    #[test]
+    fn only_a_send_of_the_engines_shape_folds() {
+        assert!(accepted(&send(|_| {})));
+        for at in 0..4 {
+            let mut other = send(|_| {});
+            other[at] = stmt("SELECT 1", vec![]);
+            assert!(!accepted(&other), "statement {at} replaced");
+        }
+        assert!(!accepted(&send(|a| {
+            a.pop();
+        })));
+        assert!(!accepted(&send(
+            |a| a[4] = serde_json::json!({"type": "integer", "value": "5"})
+        )));
+        assert!(!accepted(&send(
+            |a| a[9] = serde_json::json!({"type": "blob", "base64": "aGk="})
+        )));
+        assert!(!accepted(&send(
+            |a| a[6] = serde_json::json!({"type": "text", "value": "hi"})
+        )));
+        assert!(!accepted(&send(|_| {})[..3]));
     }
 }

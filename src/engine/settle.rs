@@ -273,7 +273,9 @@ impl<T: Transport> Engine<T> {
                 args.as_str().into(),
             ]
         };
-        let mut program = Program::write_on(queue);
+        // Only an Abandon can make its messages claimable again.
+        let wakes = matches!(how, Settlement::Abandon { .. });
+        let mut program = Program::write_on(queue).waking(wakes);
         let live = program.head(&LIVE_RECEIPTS, key());
         let recorded = program.step(&RECORD_RECEIPTS, key());
         let mut effect_args = key();

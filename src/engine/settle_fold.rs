@@ -12,7 +12,7 @@
 use serde_json::value::RawValue;
 
 use super::settle::{COMPLETE, LIVE_RECEIPTS, RECEIPT_LIFETIME_MS, RECORD_RECEIPTS};
-use crate::store::fold::{int_cell, value, Fold, Rows, SentStatement};
+use crate::store::fold::{int_cell, statement_json, text_cell, Fold, Rows, SentStatement};
 use crate::store::hrana::Value;
 use crate::store::Statement;
 
@@ -91,10 +91,7 @@ impl<'a> MemberComplete<'a> {
         if !shaped {
             return None;
         }
-        let text = |raw: &RawValue| match value(raw)? {
-            Value::Text { value } => Some(value),
-            _ => None,
-        };
+        let text = text_cell;
         // One request's statements share their arguments.
         let same = (0..4).all(|i| {
             live.args[i].get() == record.args[i].get()
@@ -115,29 +112,6 @@ impl<'a> MemberComplete<'a> {
 
     fn holds(&self, seq: i64, token: &str) -> bool {
         self.pairs.iter().any(|(s, t)| *s == seq && t == token)
-    }
-}
-
-#[derive(serde::Serialize)]
-struct OutStatement<'a> {
-    sql: &'a str,
-    args: Vec<&'a RawValue>,
-    want_rows: bool,
-}
-
-fn statement_json(sql: &str, args: Vec<&RawValue>) -> Option<String> {
-    serde_json::to_string(&OutStatement {
-        sql,
-        args,
-        want_rows: true,
-    })
-    .ok()
-}
-
-fn text_cell(raw: &RawValue) -> Option<String> {
-    match value(raw)? {
-        Value::Text { value } => Some(value),
-        _ => None,
     }
 }
 
@@ -248,5 +222,90 @@ impl Fold for CompleteFold {
     fn blame(&self, run_step: usize) -> usize {
         // One statement of the run for each of a member's.
         run_step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stmt(sql: &str, args: &[serde_json::Value]) -> Box<RawValue> {
+        let text = json!({"sql": sql, "args": args, "want_rows": true}).to_string();
+        RawValue::from_string(text).expect("json")
+    }
+
+    /// A lone Complete's statements as the engine writes them, from its
+    /// five shared arguments (queue, pairs, operation, args, clock).
+    fn complete(args: &[serde_json::Value]) -> Vec<Box<RawValue>> {
+        vec![
+            stmt(LIVE_RECEIPTS.sql, args),
+            stmt(RECORD_RECEIPTS.sql, args),
+            stmt(COMPLETE.sql, &args[..args.len().min(4)]),
+        ]
+    }
+
+    fn shared() -> Vec<serde_json::Value> {
+        let text = |v: &str| json!({"type": "text", "value": v});
+        vec![
+            text("q"),
+            text(r#"[[1,"t"]]"#),
+            text("completed"),
+            text(""),
+            json!({"type": "null"}),
+        ]
+    }
+
+    fn accepted(statements: &[Box<RawValue>]) -> bool {
+        let refs: Vec<&RawValue> = statements.iter().map(|s| &**s).collect();
+        CompleteFold.accepts(&refs)
+    }
+
+    /// Only a Complete (or CompleteBatch) of exactly the engine's shape
+    /// folds: its three statements by their texts and argument counts,
+    /// one request's arguments shared by all three, the plain `completed`
+    /// operation with no arguments.
+    #[test]
+    fn only_a_complete_of_the_engines_shape_folds() {
+        assert!(accepted(&complete(&shared())));
+        for at in 0..3 {
+            let mut other = complete(&shared());
+            other[at] = stmt("SELECT 1", &[]);
+            assert!(!accepted(&other), "statement {at} replaced");
+        }
+        let short = complete(&shared()[..4]);
+        assert!(!accepted(&short), "four arguments");
+        for at in 0..3 {
+            let mut long = complete(&shared());
+            let mut args = shared();
+            args.push(json!({"type": "null"}));
+            let sql = [LIVE_RECEIPTS.sql, RECORD_RECEIPTS.sql, COMPLETE.sql][at];
+            long[at] = stmt(sql, &args[..if at == 2 { 5 } else { 6 }]);
+            assert!(!accepted(&long), "statement {at} with an argument more");
+        }
+        for at in 0..5 {
+            let mut other = complete(&shared());
+            let mut args = shared();
+            args[at] = json!({"type": "text", "value": "other"});
+            let sql = [LIVE_RECEIPTS.sql, RECORD_RECEIPTS.sql, COMPLETE.sql];
+            // Only the first or second statement differs from the others.
+            let which = if at == 4 { 1 } else { at % 2 };
+            let len = if which == 2 { 4 } else { 5 };
+            other[which] = stmt(sql[which], &args[..len]);
+            assert!(!accepted(&other), "argument {at} not shared");
+        }
+        let mut third = complete(&shared());
+        let mut args = shared();
+        args[0] = json!({"type": "text", "value": "other"});
+        third[2] = stmt(COMPLETE.sql, &args[..4]);
+        assert!(!accepted(&third), "the delete's queue not shared");
+        for (at, v) in [(2, "abandoned"), (3, "[1000]")] {
+            let mut args = shared();
+            args[at] = json!({"type": "text", "value": v});
+            assert!(!accepted(&complete(&args)), "argument {at} {v}");
+        }
+        let mut args = shared();
+        args[1] = json!({"type": "text", "value": "not pairs"});
+        assert!(!accepted(&complete(&args)), "unreadable pairs");
     }
 }

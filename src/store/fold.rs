@@ -100,6 +100,30 @@ pub fn int_cell(raw: &RawValue) -> Option<i64> {
     }
 }
 
+/// A cell or a bound value as text (`None` for NULL or another type).
+pub fn text_cell(raw: &RawValue) -> Option<String> {
+    match value(raw)? {
+        Value::Text { value } => Some(value),
+        _ => None,
+    }
+}
+
+/// A run statement as the batch sends it.
+pub fn statement_json(sql: &str, args: Vec<&RawValue>) -> Option<String> {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        sql: &'a str,
+        args: Vec<&'a RawValue>,
+        want_rows: bool,
+    }
+    serde_json::to_string(&Out {
+        sql,
+        args,
+        want_rows: true,
+    })
+    .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

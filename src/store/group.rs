@@ -35,7 +35,7 @@ use std::borrow::Cow;
 
 use super::fold::Fold;
 use super::hrana::{Condition, HranaError};
-use super::transport::{Carried, HttpReply, Transport, TransportError};
+use super::transport::{Carried, Group, HttpReply, Transport, TransportError};
 
 /// What a batch may hold, well inside Turso's 5 s transaction limit and
 /// sqld's request limits.
@@ -96,6 +96,10 @@ impl Verdict {
 pub struct Member {
     steps: Vec<InStep>,
     bytes: usize,
+    /// Its commit can make messages claimable on the queue (a Send, an
+    /// Abandon): the batch then reads the database clock before `COMMIT`,
+    /// so the carrier can wake the queue's waiters itself.
+    wakes: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,7 +147,13 @@ impl Member {
         Ok(Member {
             steps,
             bytes: body.len(),
+            wakes: false,
         })
+    }
+
+    /// Marks it as a write whose commit can make messages claimable.
+    pub fn waking(self, wakes: bool) -> Member {
+        Member { wakes, ..self }
     }
 
     fn statements(&self) -> usize {
@@ -253,6 +263,11 @@ const SAVEPOINT: &str = r#"{"sql":"SAVEPOINT member","args":[],"want_rows":false
 const RELEASE: &str = r#"{"sql":"RELEASE member","args":[],"want_rows":false}"#;
 const ROLLBACK_TO: &str = r#"{"sql":"ROLLBACK TO member","args":[],"want_rows":false}"#;
 const COMMIT: &str = r#"{"sql":"COMMIT","args":[],"want_rows":false}"#;
+/// The database clock (`store::statement::DATABASE_NOW`, epoch ms), read
+/// after every member and before `COMMIT` when a member wakes: a time at or
+/// after each member's own commit time, for the wake board's mark
+/// (docs/semantics.md#long-polling).
+const CLOCK: &str = r#"{"sql":"SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER)","args":[],"want_rows":true}"#;
 const ROLLBACK: &str = r#"{"sql":"ROLLBACK","args":[],"want_rows":false}"#;
 
 fn raw(text: &'static str) -> &'static RawValue {
@@ -264,6 +279,8 @@ fn raw(text: &'static str) -> &'static RawValue {
 pub struct Merged {
     pub body: String,
     placements: Vec<Placement>,
+    /// Index of the [`CLOCK`] step, when a member wakes.
+    clock: Option<usize>,
     commit: usize,
     /// Members in the batch.
     members: usize,
@@ -453,6 +470,13 @@ pub fn merge(members: &[Member], folds: Folds) -> Merged {
         open = at.closed();
         placements.push(at);
     }
+    let clock = members.iter().any(|m| m.wakes).then(|| {
+        steps.push(OutStep {
+            condition: Some(open.clone()),
+            stmt: raw(CLOCK),
+        });
+        steps.len() - 1
+    });
     let commit = steps.len();
     steps.push(OutStep {
         condition: Some(open),
@@ -476,6 +500,7 @@ pub fn merge(members: &[Member], folds: Folds) -> Merged {
     Merged {
         body: serde_json::to_string(&pipeline).unwrap_or_default(),
         placements,
+        clock,
         commit,
         members: members.len(),
     }
@@ -540,14 +565,26 @@ fn pick(list: &[Option<Box<RawValue>>], i: usize) -> Option<&RawValue> {
 /// committed with the member's savepoint released.
 const COMMITTED: &str = r#"{"cols":[],"rows":[],"affected_row_count":0,"last_insert_rowid":null}"#;
 
+/// What the database's answer to a batch says.
+pub struct Split {
+    /// Each member's verdict, in member order.
+    pub verdicts: Vec<Verdict>,
+    /// The database clock the batch read before `COMMIT` (epoch ms), when
+    /// a member wakes and the batch committed.
+    pub clock: Option<i64>,
+}
+
 /// Each member's verdict from the database's answer to the batch `merged`
-/// made of `members`.
+/// made of `members`, and the batch's clock.
 pub fn split(
     members: &[Member],
     merged: &Merged,
     reply: Result<HttpReply, TransportError>,
-) -> Vec<Verdict> {
-    let all = |verdict: Verdict| vec![verdict; merged.members];
+) -> Split {
+    let all = |verdict: Verdict| Split {
+        verdicts: vec![verdict; merged.members],
+        clock: None,
+    };
     let reply = match reply {
         Ok(reply) => reply,
         Err(TransportError::NotSent(m)) => return all(Verdict::Retry(m)),
@@ -601,10 +638,19 @@ pub fn split(
             }
         }
     }
-    verdicts
-        .into_iter()
-        .map(|v| v.unwrap_or_else(|| Verdict::Lost("no answer for the member".into())))
-        .collect()
+    let clock = merged
+        .clock
+        .and_then(|at| pick(&batch.step_results, at))
+        .and_then(super::fold::Rows::parse)
+        .and_then(|r| r.rows.first().and_then(|row| row.first().copied()))
+        .and_then(super::fold::int_cell);
+    Split {
+        verdicts: verdicts
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| Verdict::Lost("no answer for the member".into())))
+            .collect(),
+        clock,
+    }
 }
 
 /// A lone member's own steps, back where it had them.
@@ -728,6 +774,28 @@ fn abandoned() -> Verdict {
     Verdict::Lost("the batch was abandoned".into())
 }
 
+/// What a submission came to.
+#[derive(Debug)]
+pub struct Submitted {
+    pub verdict: Verdict,
+    pub carried: Carried,
+    /// For a write that wakes, in a batch that committed: the database
+    /// clock read before its `COMMIT`, at or after the write's own commit
+    /// time. Its carrier may notify the queue's wake board at that time
+    /// instead of waiting for the Worker's hint.
+    pub woke_at: Option<i64>,
+}
+
+impl Submitted {
+    fn direct(verdict: Verdict) -> Self {
+        Submitted {
+            verdict,
+            carried: Carried::Direct,
+            woke_at: None,
+        }
+    }
+}
+
 /// A submission waiting for its batch.
 struct Waiting {
     member: Member,
@@ -738,8 +806,9 @@ enum Signal {
     /// Send the next batch: the waiter is its first member, and learns its
     /// own verdict on the receiver it is handed.
     Lead(oneshot::Receiver<Signal>),
-    /// The member's verdict, and how it was carried.
-    Done(Verdict, Carried),
+    /// The member's verdict, how it was carried, and the batch's clock
+    /// when it wakes (see [`Submitted::woke_at`]).
+    Done(Verdict, Carried, Option<i64>),
 }
 
 #[derive(Default)]
@@ -795,14 +864,15 @@ impl Coalescer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `body` (a write program's pipeline) in the next batch through
-    /// `transport`, and answers what the member would have been answered
-    /// alone, with how it was carried (`Direct`: in no batch it knows of,
-    /// being invalid or abandoned).
-    pub async fn submit<T: Transport>(&self, transport: &T, body: &str) -> (Verdict, Carried) {
+    /// Runs `body` (a write program's pipeline; `wakes`: its commit can
+    /// make messages claimable) in the next batch through `transport`, and
+    /// answers what the member would have been answered alone, with how it
+    /// was carried (`Direct`: in no batch it knows of, being invalid or
+    /// abandoned).
+    pub async fn submit<T: Transport>(&self, transport: &T, body: &str, wakes: bool) -> Submitted {
         let member = match Member::parse(body) {
-            Ok(member) => member,
-            Err(e) => return (Verdict::Invalid(e), Carried::Direct),
+            Ok(member) => member.waking(wakes),
+            Err(e) => return Submitted::direct(Verdict::Invalid(e)),
         };
         let (signal, signalled) = oneshot::channel();
         let lead_now = {
@@ -818,18 +888,28 @@ impl Coalescer {
                 signalled,
             };
             match (&mut wait.signalled).await {
-                Ok(Signal::Done(verdict, carried)) => return (verdict, carried),
+                Ok(Signal::Done(verdict, carried, woke_at)) => {
+                    return Submitted {
+                        verdict,
+                        carried,
+                        woke_at,
+                    }
+                }
                 Ok(Signal::Lead(own)) => own,
                 // The batch holding it was dropped mid-flight: it may have run.
-                Err(_) => return (abandoned(), Carried::Direct),
+                Err(_) => return Submitted::direct(abandoned()),
             }
         };
         let handoff = Handoff(self);
         self.lead(transport).await;
         drop(handoff);
         match own.await {
-            Ok(Signal::Done(verdict, carried)) => (verdict, carried),
-            _ => (abandoned(), Carried::Direct),
+            Ok(Signal::Done(verdict, carried, woke_at)) => Submitted {
+                verdict,
+                carried,
+                woke_at,
+            },
+            _ => Submitted::direct(abandoned()),
         }
     }
 
@@ -847,20 +927,24 @@ impl Coalescer {
         let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
         let merged = merge(&members, self.folds);
         let reply = transport.send_pipeline(&merged.body).await;
-        let verdicts = split(&members, &merged, reply);
+        let wakes: Vec<bool> = members.iter().map(|m| m.wakes).collect();
+        let Split { verdicts, clock } = split(&members, &merged, reply);
         for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
             let carried = Carried::Batch {
                 members: size,
                 first: i == 0,
                 folded: merged.folded(i),
             };
-            let _ = signal.send(Signal::Done(verdict, carried));
+            let woke_at = clock.filter(|_| wakes[i]);
+            let _ = signal.send(Signal::Done(verdict, carried, woke_at));
         }
     }
 
     fn take_batch(&self) -> Vec<Waiting> {
         let mut state = self.state();
-        let (mut bytes, mut statements) = (0, 2);
+        // The batch's own: BEGIN, COMMIT, ROLLBACK (members' steps and two
+        // each cover the rest), and the clock when a member wakes.
+        let (mut bytes, mut statements) = (0, 3);
         let mut batch = Vec::new();
         while let Some(next) = state.waiting.front() {
             if next.signal.is_canceled() {
@@ -989,14 +1073,19 @@ impl<T: Transport> Transport for GroupedTransport<T> {
 
     async fn send_grouped(
         &self,
-        queue: &str,
+        group: Group<'_>,
         body: &str,
     ) -> (Result<HttpReply, TransportError>, Carried) {
         if body.len() > MEMBER_MAX_BYTES {
             return (self.inner.send_pipeline(body).await, Carried::Direct);
         }
-        let (verdict, carried) = self.coalescer(queue).submit(&self.inner, body).await;
-        (verdict.into_reply(), carried)
+        // No wake board lives here: the engine's hints wake native waiters,
+        // and the batch's clock goes unused.
+        let submitted = self
+            .coalescer(group.queue)
+            .submit(&self.inner, body, group.wakes)
+            .await;
+        (submitted.verdict.into_reply(), submitted.carried)
     }
 
     async fn pause(&self, millis: u32) {
@@ -1011,15 +1100,18 @@ mod tests {
     /// A write program's pipeline as `store::encode` writes it: BEGIN, one
     /// statement, COMMIT, ROLLBACK.
     fn member(sql: &str) -> Member {
-        let body = format!(
+        Member::parse(&program(sql)).expect("a write program")
+    }
+
+    fn program(sql: &str) -> String {
+        format!(
             r#"{{"baton":null,"requests":[{{"type":"batch","batch":{{"steps":[
               {{"stmt":{{"sql":"BEGIN IMMEDIATE","args":[],"want_rows":false}}}},
               {{"condition":{{"type":"ok","step":0}},"stmt":{{"sql":"{sql}","args":[],"want_rows":true}}}},
               {{"condition":{{"type":"ok","step":1}},"stmt":{{"sql":"COMMIT","args":[],"want_rows":false}}}},
               {{"condition":{{"type":"not","cond":{{"type":"ok","step":2}}}},"stmt":{{"sql":"ROLLBACK","args":[],"want_rows":false}}}}
             ]}}}},{{"type":"close"}}]}}"#
-        );
-        Member::parse(&body).expect("a write program")
+        )
     }
 
     fn answer(results: &[Option<&str>], errors: &[Option<&str>]) -> HttpReply {
@@ -1123,7 +1215,7 @@ mod tests {
                 None, None, None, None, None, None, None, guard, None, None, None, None, None,
             ],
         );
-        let verdicts = split(&members, &merged, Ok(reply));
+        let verdicts = split(&members, &merged, Ok(reply)).verdicts;
         let parsed: Vec<serde_json::Value> = verdicts
             .iter()
             .map(|v| match v {
@@ -1293,7 +1385,7 @@ mod tests {
                 })
                 .collect()
         };
-        let each = results(split(&members, &merged, Ok(reply)));
+        let each = results(split(&members, &merged, Ok(reply)).verdicts);
         for (m, own) in each.iter().enumerate() {
             let steps = own["step_results"].as_array().expect("results");
             assert_eq!(steps.len(), 4, "BEGIN, its statement, COMMIT, ROLLBACK");
@@ -1309,7 +1401,7 @@ mod tests {
             &[OK, OK, None, None, OK, OK, OK, None],
             &[None, None, error, None, None, None, None, None],
         );
-        for own in results(split(&members, &merged, Ok(reply))) {
+        for own in results(split(&members, &merged, Ok(reply)).verdicts) {
             let steps = own["step_results"].as_array().expect("results");
             assert_eq!(steps.len(), 4);
             assert!(steps[2].is_null(), "not committed");
@@ -1320,7 +1412,8 @@ mod tests {
             assert_eq!(own["step_errors"][1]["message"], "disk I/O error");
         }
         // Rows that do not add up: nobody can be told what it did.
-        let unfolded = |r: &[Option<&str>]| split(&members, &merged, Ok(answer(r, &[None; 8])));
+        let unfolded =
+            |r: &[Option<&str>]| split(&members, &merged, Ok(answer(r, &[None; 8]))).verdicts;
         assert!(unfolded(&[OK, OK, Some("{}"), OK, None, None, OK, None])
             .iter()
             .all(|v| matches!(v, Verdict::Answer(_))));
@@ -1342,24 +1435,104 @@ mod tests {
         errors[0] = busy;
         results[12] = OK;
         let all_retry = |v: &[Verdict]| v.iter().all(|v| matches!(v, Verdict::Retry(_)));
-        assert!(all_retry(&split(
-            &members,
-            &merged,
-            Ok(answer(&results, &errors))
-        )));
+        assert!(all_retry(
+            &split(&members, &merged, Ok(answer(&results, &errors))).verdicts
+        ));
         results[12] = None;
         errors[12] = no_txn;
-        assert!(all_retry(&split(
-            &members,
-            &merged,
-            Ok(answer(&results, &errors))
-        )));
+        assert!(all_retry(
+            &split(&members, &merged, Ok(answer(&results, &errors))).verdicts
+        ));
         errors[12] = other;
-        let verdicts = split(&members, &merged, Ok(answer(&results, &errors)));
+        let verdicts = split(&members, &merged, Ok(answer(&results, &errors))).verdicts;
         assert!(
             verdicts.iter().all(|v| matches!(v, Verdict::Lost(_))),
             "{verdicts:?}"
         );
+    }
+
+    const CLOCK_ROW: Option<&str> = Some(
+        r#"{"cols":[],"rows":[[{"type":"integer","value":"1733000000123"}]],"affected_row_count":0}"#,
+    );
+
+    /// A batch holding a write that wakes reads the database clock right
+    /// before its COMMIT, under the same condition, and learns it only
+    /// when it committed; every member still answers as it would alone.
+    #[test]
+    fn a_batch_with_a_waking_member_reads_the_clock_before_it_commits() {
+        let quiet = [member("SELECT 1"), member("SELECT 2")];
+        let quiet_merged = merge(&quiet, &[]);
+        assert!(!quiet_merged.body.contains("unixepoch"), "no member wakes");
+        let members = [member("SELECT 1"), member("SELECT 2").waking(true)];
+        let merged = merge(&members, &[]);
+        let body: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
+        let steps = body["requests"][0]["batch"]["steps"]
+            .as_array()
+            .expect("steps");
+        // BEGIN, two members of five steps, the clock, COMMIT, ROLLBACK.
+        assert_eq!(steps.len(), 14);
+        assert_eq!(
+            steps[11]["stmt"]["sql"],
+            "SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER)"
+        );
+        assert_eq!(steps[11]["condition"], steps[12]["condition"]);
+        assert_eq!(steps[12]["stmt"]["sql"], "COMMIT");
+        assert_eq!(
+            steps[13]["condition"],
+            serde_json::json!({"type":"not","cond":{"type":"ok","step":12}})
+        );
+        let members_ok = [OK, OK, ROW, OK, None, OK, OK, ROW, OK, None, OK];
+        let with = |tail: &[Option<&'static str>]| {
+            let mut results = members_ok.to_vec();
+            results.extend_from_slice(tail);
+            answer(&results, &vec![None; results.len()])
+        };
+        let committed = split(&members, &merged, Ok(with(&[CLOCK_ROW, OK, None])));
+        assert_eq!(committed.clock, Some(1_733_000_000_123));
+        let alone = split(&quiet, &quiet_merged, Ok(with(&[OK, None]))).verdicts;
+        assert_eq!(committed.verdicts, alone, "the clock changes no answer");
+        // The clock ran but COMMIT did not: nothing applied, no clock.
+        let failed = split(&members, &merged, Ok(with(&[CLOCK_ROW, None, OK])));
+        assert_eq!(failed.clock, None);
+        assert!(
+            failed
+                .verdicts
+                .iter()
+                .all(|v| matches!(v, Verdict::Retry(_))),
+            "{:?}",
+            failed.verdicts
+        );
+    }
+
+    /// A database answering every batch as committed, with the clock when
+    /// the batch reads it.
+    struct Commits;
+
+    impl Transport for Commits {
+        async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+            // BEGIN, SAVEPOINT, the statement, RELEASE, ROLLBACK TO, RELEASE.
+            let mut results = vec![OK, OK, ROW, OK, None, OK];
+            if body.contains("unixepoch") {
+                results.push(CLOCK_ROW);
+            }
+            results.extend([OK, None]);
+            Ok(answer(&results, &vec![None; results.len()]))
+        }
+        async fn pause(&self, _millis: u32) {}
+    }
+
+    /// Only a write that wakes learns the batch's clock.
+    #[tokio::test]
+    async fn only_a_waking_write_learns_when_its_batch_committed() {
+        let coalescer = Coalescer::default();
+        let woke = coalescer.submit(&Commits, &program("SELECT 1"), true).await;
+        assert!(matches!(woke.verdict, Verdict::Answer(_)), "{woke:?}");
+        assert_eq!(woke.woke_at, Some(1_733_000_000_123));
+        let quiet = coalescer
+            .submit(&Commits, &program("SELECT 1"), false)
+            .await;
+        assert!(matches!(quiet.verdict, Verdict::Answer(_)), "{quiet:?}");
+        assert_eq!(quiet.woke_at, None);
     }
 
     /// A database whose every batch waits for a permit, then is refused
@@ -1388,36 +1561,29 @@ mod tests {
     async fn a_waiter_dropped_with_the_lead_passes_it_on() {
         let coalescer = Coalescer::default();
         let database = Gated(tokio::sync::Semaphore::new(0));
-        let pipeline = |sql: &str| {
-            format!(
-                r#"{{"baton":null,"requests":[{{"type":"batch","batch":{{"steps":[
-                  {{"stmt":{{"sql":"BEGIN IMMEDIATE","args":[],"want_rows":false}}}},
-                  {{"condition":{{"type":"ok","step":0}},"stmt":{{"sql":"{sql}","args":[],"want_rows":true}}}},
-                  {{"condition":{{"type":"ok","step":1}},"stmt":{{"sql":"COMMIT","args":[],"want_rows":false}}}},
-                  {{"condition":{{"type":"not","cond":{{"type":"ok","step":2}}}},"stmt":{{"sql":"ROLLBACK","args":[],"want_rows":false}}}}
-                ]}}}},{{"type":"close"}}]}}"#
-            )
-        };
+        let pipeline = program;
         let (a, b, c) = (
             pipeline("SELECT 1"),
             pipeline("SELECT 2"),
             pipeline("SELECT 3"),
         );
-        let mut first = Box::pin(coalescer.submit(&database, &a));
-        let mut second = Box::pin(coalescer.submit(&database, &b));
-        let mut third = Box::pin(coalescer.submit(&database, &c));
+        let mut first = Box::pin(coalescer.submit(&database, &a, false));
+        let mut second = Box::pin(coalescer.submit(&database, &b, false));
+        let mut third = Box::pin(coalescer.submit(&database, &c, false));
         // The first leads and waits on the database; the others queue.
         assert!(poll_once(&mut first).await.is_pending());
         assert!(poll_once(&mut second).await.is_pending());
         assert!(poll_once(&mut third).await.is_pending());
         // Its batch answered, it hands the lead to the second...
         database.0.add_permits(8);
-        let (verdict, _) = first.await;
+        let verdict = first.await.verdict;
         assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
         // ...whose request goes away before it is polled again.
         drop(second);
         let third = tokio::time::timeout(std::time::Duration::from_secs(5), third).await;
-        let (verdict, carried) = third.expect("the third was stranded");
+        let Submitted {
+            verdict, carried, ..
+        } = third.expect("the third was stranded");
         assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
         assert_eq!(
             carried,
@@ -1433,7 +1599,7 @@ mod tests {
     fn transport_outcomes_reach_every_member() {
         let members = [member("SELECT 1"), member("SELECT 2")];
         let merged = merge(&members, &[]);
-        let sent = |r| split(&members, &merged, r);
+        let sent = |r| split(&members, &merged, r).verdicts;
         assert!(sent(Err(TransportError::NotSent("refused".into())))
             .iter()
             .all(|v| matches!(v, Verdict::Retry(_))));

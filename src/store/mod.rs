@@ -39,7 +39,7 @@ pub(crate) use program::SCHEMA_CHECK;
 pub use program::{Gate, Program, StepId};
 pub use rows::{Row, RowError};
 pub use statement::Statement;
-pub use transport::{Carried, HttpReply, Transport, TransportError};
+pub use transport::{Carried, Group, HttpReply, Transport, TransportError};
 
 use std::sync::Arc;
 
@@ -338,7 +338,7 @@ impl<T: Transport> Store<T> {
         &self,
         body: &str,
         write: bool,
-        group: Option<&str>,
+        group: Option<Group<'_>>,
         stats: &mut RunStats,
     ) -> Result<BatchResult, Retryable> {
         if stats.fetches >= stats.fetch_limit {
@@ -360,8 +360,8 @@ impl<T: Transport> Store<T> {
         };
         stats.fetches += 1;
         let sent = match group {
-            Some(queue) => {
-                let (sent, carried) = self.transport.send_grouped(queue, body).await;
+            Some(group) => {
+                let (sent, carried) = self.transport.send_grouped(group, body).await;
                 stats.carried = Some(carried);
                 sent
             }

@@ -62,6 +62,8 @@ pub struct Program<'a> {
     /// The queue whose concurrent writes this one may share a transaction
     /// with (group commit, `store::group`); `None` always goes alone.
     pub(crate) group: Option<String>,
+    /// Its commit can make messages claimable on the group's queue.
+    pub(crate) wakes: bool,
 }
 
 impl<'a> Program<'a> {
@@ -75,6 +77,7 @@ impl<'a> Program<'a> {
             now: None,
             head: None,
             group: None,
+            wakes: false,
         }
     }
 
@@ -88,9 +91,19 @@ impl<'a> Program<'a> {
         }
     }
 
-    /// The queue this write may be grouped on.
-    pub fn group(&self) -> Option<&str> {
-        self.group.as_deref()
+    /// Marks a grouped write whose commit can make messages claimable on
+    /// its queue (a Send, an Abandon), so the queue's wake object can wake
+    /// its waiters itself (docs/semantics.md#long-polling).
+    pub fn waking(self, wakes: bool) -> Self {
+        Program { wakes, ..self }
+    }
+
+    /// What this write may be grouped on.
+    pub fn group(&self) -> Option<super::Group<'_>> {
+        self.group.as_deref().map(|queue| super::Group {
+            queue,
+            wakes: self.wakes,
+        })
     }
 
     /// A read-only transaction: one consistent snapshot, no write lock.

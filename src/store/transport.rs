@@ -31,6 +31,17 @@ pub enum Carried {
     },
 }
 
+/// What a grouped write is grouped on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group<'a> {
+    /// The queue whose writes in flight it may share a transaction with.
+    pub queue: &'a str,
+    /// Its commit can make messages claimable there (a Send, an Abandon):
+    /// a carrier that keeps the queue's wake board wakes the waiters itself
+    /// (docs/semantics.md#long-polling).
+    pub wakes: bool,
+}
+
 /// A failed exchange, split by what it proves about the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportError {
@@ -74,16 +85,16 @@ pub trait Transport {
     fn send_pipeline(&self, body: &str) -> impl Future<Output = Result<HttpReply, TransportError>>;
 
     /// Sends a write program's pipeline that may share one transaction with
-    /// the other writes on `queue` in flight (group commit,
+    /// the other writes on `group.queue` in flight (group commit,
     /// [`super::group`]); the answer is the one it would have had alone,
     /// beside how it was carried. A transport without a coalescer sends it
     /// alone.
     fn send_grouped(
         &self,
-        queue: &str,
+        group: Group<'_>,
         body: &str,
     ) -> impl Future<Output = (Result<HttpReply, TransportError>, Carried)> {
-        let _ = queue;
+        let _ = group;
         async move { (self.send_pipeline(body).await, Carried::Direct) }
     }
 
@@ -98,10 +109,10 @@ impl<T: Transport> Transport for &T {
 
     fn send_grouped(
         &self,
-        queue: &str,
+        group: Group<'_>,
         body: &str,
     ) -> impl Future<Output = (Result<HttpReply, TransportError>, Carried)> {
-        (**self).send_grouped(queue, body)
+        (**self).send_grouped(group, body)
     }
 
     fn pause(&self, millis: u32) -> impl Future<Output = ()> {

@@ -18,7 +18,7 @@ use worker::{
 use super::DatabaseFetch;
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
-use crate::store::{Carried, HttpReply, TransportError};
+use crate::store::{Carried, Group, HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
 /// The binding `wrangler.toml` declares.
@@ -44,12 +44,15 @@ impl Slot for Waiting {
 
 /// What the test-only `MQLITE_WAKE_FAULT` var makes the object do, so the
 /// end-to-end suite can prove the fallbacks: `error` answers every call
-/// 500, `drop` accepts notifications and wakes nobody (a lost hint).
+/// 500, `drop` accepts notifications and wakes nobody (a lost hint), nor
+/// wakes anyone on its own commits; `drop-notify` loses only the Worker's
+/// notifications, so only the object's own wakes are left.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fault {
     None,
     Error,
     Drop,
+    DropNotify,
 }
 
 /// One queue's object: parked waiters and the latest notification's
@@ -71,6 +74,7 @@ impl DurableObject for QueueWaker {
         let fault = match env.var("MQLITE_WAKE_FAULT").map(|v| v.to_string()) {
             Ok(v) if v == "error" => Fault::Error,
             Ok(v) if v == "drop" => Fault::Drop,
+            Ok(v) if v == "drop-notify" => Fault::DropNotify,
             _ => Fault::None,
         };
         QueueWaker {
@@ -122,7 +126,7 @@ impl DurableObject for QueueWaker {
                 let Some(at) = arg("at") else {
                     return Response::error("at is required", 400);
                 };
-                if self.fault == Fault::Drop {
+                if matches!(self.fault, Fault::Drop | Fault::DropNotify) {
                     return Response::ok("0");
                 }
                 let woken = self.board.borrow_mut().notify(at);
@@ -134,7 +138,10 @@ impl DurableObject for QueueWaker {
 }
 
 impl QueueWaker {
-    /// One write program of this queue, run in the next batch.
+    /// One write program of this queue, run in the next batch. A write
+    /// that wakes (`x-mqlite-wakes: 1`) and committed wakes this board's
+    /// waiters at the batch's clock, so the Worker sends no hint for it
+    /// (the answer says `x-mqlite-group-woke: 1`).
     async fn commit(&self, req: &mut Request) -> Result<Response> {
         let database = match (&self.database, self.fault) {
             (_, Fault::Error) => {
@@ -143,8 +150,17 @@ impl QueueWaker {
             (Err(e), _) => return verdict_response(GROUP_UNAVAILABLE, e, None),
             (Ok(database), _) => database,
         };
+        let wakes = req.headers().get(WAKES)?.is_some_and(|v| v == "1");
         let body = req.text().await?;
-        let (verdict, carried) = self.coalescer.submit(database, &body).await;
+        let submitted = self.coalescer.submit(database, &body, wakes).await;
+        let woke = match submitted.woke_at {
+            Some(at) if self.fault != Fault::Drop => {
+                self.board.borrow_mut().notify(at);
+                true
+            }
+            _ => false,
+        };
+        let (verdict, carried) = (submitted.verdict, submitted.carried);
         let mut response = match verdict {
             Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
             Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
@@ -162,6 +178,9 @@ impl QueueWaker {
             headers.set(GROUP_FIRST, if first { "1" } else { "0" })?;
             headers.set(GROUP_FOLDED, if folded { "1" } else { "0" })?;
         }
+        if woke {
+            response.headers_mut().set(GROUP_WOKE, "1")?;
+        }
         Ok(response)
     }
 }
@@ -177,6 +196,11 @@ const GROUP_MEMBERS: &str = "x-mqlite-group-members";
 const GROUP_FIRST: &str = "x-mqlite-group-first";
 /// `1` when the write was folded with others of its kind.
 const GROUP_FOLDED: &str = "x-mqlite-group-folded";
+/// `1` when the object woke the queue's waiters on this write's commit.
+const GROUP_WOKE: &str = "x-mqlite-group-woke";
+/// On a `/commit` call: `1` when the write's commit can make messages
+/// claimable (`store::Group::wakes`).
+const WAKES: &str = "x-mqlite-wakes";
 const GROUP_ANSWER: &str = "answer";
 const GROUP_RETRY: &str = "retry";
 const GROUP_LOST: &str = "lost";
@@ -212,9 +236,13 @@ pub struct Committer {
 
 /// What the Worker does with a grouped write.
 pub enum Grouped {
-    /// The object ran it (or may have): this is the outcome, and how it
-    /// was carried.
-    Outcome(std::result::Result<HttpReply, TransportError>, Carried),
+    /// The object ran it (or may have): this is the outcome, how it was
+    /// carried, and whether the object woke the queue's waiters on it.
+    Outcome(
+        std::result::Result<HttpReply, TransportError>,
+        Carried,
+        bool,
+    ),
     /// The object did not take it: send it to the database directly.
     Direct,
 }
@@ -231,17 +259,23 @@ impl Committer {
         })
     }
 
-    /// Runs `body` in `queue`'s next batch.
-    pub async fn commit(&self, queue: &str, body: &str) -> Grouped {
+    /// Runs `body` in its queue's next batch.
+    pub async fn commit(&self, group: Group<'_>, body: &str) -> Grouped {
         if body.len() > MEMBER_MAX_BYTES {
             return Grouped::Direct;
         }
-        let Ok(stub) = self.namespace.get_by_name(queue) else {
+        let Ok(stub) = self.namespace.get_by_name(group.queue) else {
             return Grouped::Direct;
         };
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_body(Some(worker::wasm_bindgen::JsValue::from_str(body)));
+        if group.wakes {
+            let headers = worker::Headers::new();
+            if headers.set(WAKES, "1").is_ok() {
+                init.with_headers(headers);
+            }
+        }
         let Ok(request) = Request::new_with_init(&format!("{ORIGIN}/commit"), &init) else {
             return Grouped::Direct;
         };
@@ -268,11 +302,12 @@ impl Committer {
                 },
                 None => Carried::Direct,
             };
+            let woke = header(GROUP_WOKE).is_some_and(|w| w == "1");
             let body = response
                 .bytes()
                 .await
                 .map_err(|e| TransportError::AnswerLost(format!("group commit answer: {e}")))?;
-            Ok(Some((verdict, db_status, body, carried)))
+            Ok(Some((verdict, db_status, body, carried, woke)))
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
@@ -284,12 +319,13 @@ impl Committer {
                         self.timeout_ms
                     ))),
                     Carried::Direct,
+                    false,
                 )
             }
         };
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
-        let (verdict, db_status, body, carried) = match answer {
-            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct),
+        let (verdict, db_status, body, carried, woke) = match answer {
+            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct, false),
             Ok(None) => return Grouped::Direct,
             Ok(Some(answer)) => answer,
         };
@@ -302,7 +338,7 @@ impl Committer {
                 text(&body).chars().take(200).collect::<String>()
             ))),
         };
-        Grouped::Outcome(outcome, carried)
+        Grouped::Outcome(outcome, carried, woke)
     }
 }
 

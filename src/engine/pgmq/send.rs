@@ -87,7 +87,8 @@ impl<T: Transport> Engine<T> {
             EngineError::InvalidArgument(format!("messages cannot be encoded: {e}"))
         })?;
         let queue = request.queue.as_str();
-        let mut program = Program::write_on(queue);
+        // A delayed message is not claimable yet: nothing to wake.
+        let mut program = Program::write_on(queue).waking(request.delay.is_none());
         let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
         let grouped = program.guard(&GROUP_FIFO, vec![queue.into()]);
         let insert = program.step(
