@@ -783,10 +783,12 @@ async fn writes_without_a_coalescer_are_observed_as_direct() {
 }
 
 /// The in-process transport, recording each pipeline it sends: how many
-/// statements it carries, and its size.
+/// statements it carries, and its size; and what each grouped write is
+/// grouped on: its queue, and whether it wakes.
 struct Recording {
     inner: InProcess,
     sent: std::sync::Mutex<Vec<(usize, usize)>>,
+    groups: std::sync::Mutex<Vec<(String, bool)>>,
 }
 
 impl Transport for Recording {
@@ -803,6 +805,20 @@ impl Transport for Recording {
         }
         self.inner.send_pipeline(body).await
     }
+    async fn send_grouped(
+        &self,
+        group: mqlite_edge::store::Group<'_>,
+        body: &str,
+    ) -> (
+        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
+        mqlite_edge::store::Carried,
+    ) {
+        if let Ok(mut groups) = self.groups.lock() {
+            groups.push((group.queue.to_owned(), group.wakes));
+        }
+        let sent = self.send_pipeline(body).await;
+        (sent, mqlite_edge::store::Carried::Direct)
+    }
     async fn pause(&self, millis: u32) {
         self.inner.pause(millis).await
     }
@@ -814,6 +830,7 @@ async fn lone_send() -> (usize, usize) {
     let probe = broker(|db| Recording {
         inner: db,
         sent: Default::default(),
+        groups: Default::default(),
     });
     probe.call(&setup_calls()[0]).await;
     assert_eq!(probe.call(&sends("std", 1)[0]).await.0, 200);
@@ -987,6 +1004,7 @@ async fn sends_that_meet_are_folded_into_one_statement_each() {
             Recording {
                 inner: db,
                 sent: Default::default(),
+                groups: Default::default(),
             },
             Bounds::default(),
         )
@@ -1207,56 +1225,22 @@ async fn publishes_that_meet_fold_and_answer_as_one_after_another() {
     assert!(observed["folded_writes"].as_u64() >= Some(5), "{observed}");
 }
 
-/// The in-process transport, recording what each grouped write is grouped
-/// on: its queue, and whether it wakes.
-struct Groups {
-    inner: InProcess,
-    seen: std::sync::Mutex<Vec<(String, bool)>>,
-}
-
-impl Transport for Groups {
-    async fn send_pipeline(
-        &self,
-        body: &str,
-    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
-        self.inner.send_pipeline(body).await
-    }
-    async fn send_grouped(
-        &self,
-        group: mqlite_edge::store::Group<'_>,
-        body: &str,
-    ) -> (
-        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
-        mqlite_edge::store::Carried,
-    ) {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.push((group.queue.to_owned(), group.wakes));
-        }
-        (
-            self.inner.send_pipeline(body).await,
-            mqlite_edge::store::Carried::Direct,
-        )
-    }
-    async fn pause(&self, millis: u32) {
-        self.inner.pause(millis).await
-    }
-}
-
 /// The writes whose commit can make messages claimable (a Send, a pgmq
 /// send, an Abandon) ask their carrier to wake the queue's waiters
 /// (docs/semantics.md#long-polling); a scheduled or delayed send, a
 /// Complete, a Reject, a Renew and a claim do not.
 #[tokio::test]
 async fn sends_and_abandons_wake_their_queue_and_nothing_else_does() {
-    let broker = broker(|db| Groups {
+    let broker = broker(|db| Recording {
         inner: db,
-        seen: Default::default(),
+        sent: Default::default(),
+        groups: Default::default(),
     });
     let mut held = six_received(&broker).await;
     assert_eq!(broker.call(&setup_calls()[3]).await.0, 201, "pgmq's queue");
     let seen = || {
         let transport = broker.service.engine().expect("engine").store().transport();
-        let seen = transport.seen.lock().map(|mut s| std::mem::take(&mut *s));
+        let seen = transport.groups.lock().map(|mut s| std::mem::take(&mut *s));
         seen.unwrap_or_default()
     };
     let wakes = |queue: &str| vec![(queue.to_owned(), true)];

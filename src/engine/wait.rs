@@ -341,6 +341,16 @@ mod tests {
             "the limits left, and marking only while hints work"
         );
         assert_eq!((spent.attempts, spent.fetches, spent.parks), (4, 4, 2));
+        // The first park failing at 5 s: 4 requests less a claim and a park
+        // leave 2, the 15 s left split in two pauses.
+        let waiter = Script {
+            hints: true,
+            parks_end: RefCell::new(vec![Parked::Failed]),
+            ..Script::default()
+        };
+        pollster::block_on(poll(&waiter, 20_000, 4, &Claims::default(), None)).expect("poll");
+        assert_eq!(*waiter.parks.borrow(), [5_000]);
+        assert_eq!(*waiter.sleeps.borrow(), [7_500, 7_500]);
     }
 
     /// A failed park at the deadline makes the final claim at once.
@@ -380,5 +390,21 @@ mod tests {
             spent,
             Err(EngineError::Store(StoreError::Unavailable(_)))
         ));
+    }
+
+    /// Parks count toward the budget a later claim spends: a claim, a
+    /// park, then a claim cut after its one fetch is 3 of a budget of 3.
+    #[test]
+    fn a_budget_spent_after_a_park_counts_the_park() {
+        let waiter = Script {
+            hints: true,
+            ..Script::default()
+        };
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 10_000, 3, &claims, Some((1, 1))));
+        assert_eq!(
+            spent.map(|s| (s.attempts, s.fetches, s.parks)),
+            Ok((1, 2, 1))
+        );
     }
 }
