@@ -20,7 +20,7 @@ use std::sync::Arc;
 use mqlite_edge::engine::{Clock, Engine, Limits, FOLDS};
 use mqlite_edge::http::{Config, Isolate, Request, Service};
 use mqlite_edge::store::group::{Bounds, GroupedTransport};
-use mqlite_edge::store::Transport;
+use mqlite_edge::store::{Carried, Group, HttpReply, Transport, TransportError};
 use serde_json::{json, Value};
 use support::{b64, query, InProcess, NoWait, TempDb, ADMIN, ADMIN_AUTH, T0};
 
@@ -66,21 +66,15 @@ fn direct() -> Broker<InProcess> {
 struct OneGroup(GroupedTransport<Gated>);
 
 impl Transport for OneGroup {
-    async fn send_pipeline(
-        &self,
-        body: &str,
-    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         self.0.send_pipeline(body).await
     }
     async fn send_grouped(
         &self,
-        group: mqlite_edge::store::Group<'_>,
+        group: Group<'_>,
         body: &str,
-    ) -> (
-        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
-        mqlite_edge::store::Carried,
-    ) {
-        let all = mqlite_edge::store::Group {
+    ) -> (Result<HttpReply, TransportError>, Carried) {
+        let all = Group {
             queue: "all",
             ..group
         };
@@ -111,10 +105,7 @@ impl Gated {
 }
 
 impl Transport for Gated {
-    async fn send_pipeline(
-        &self,
-        body: &str,
-    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         use std::sync::atomic::Ordering::SeqCst;
         if body.contains("SAVEPOINT member") {
             self.held.fetch_add(1, SeqCst);
@@ -792,10 +783,7 @@ struct Recording {
 }
 
 impl Transport for Recording {
-    async fn send_pipeline(
-        &self,
-        body: &str,
-    ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
         let pipeline: Value = serde_json::from_str(body).unwrap_or(Value::Null);
         let steps = pipeline["requests"][0]["batch"]["steps"]
             .as_array()
@@ -807,17 +795,14 @@ impl Transport for Recording {
     }
     async fn send_grouped(
         &self,
-        group: mqlite_edge::store::Group<'_>,
+        group: Group<'_>,
         body: &str,
-    ) -> (
-        Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError>,
-        mqlite_edge::store::Carried,
-    ) {
+    ) -> (Result<HttpReply, TransportError>, Carried) {
         if let Ok(mut groups) = self.groups.lock() {
             groups.push((group.queue.to_owned(), group.wakes));
         }
         let sent = self.send_pipeline(body).await;
-        (sent, mqlite_edge::store::Carried::Direct)
+        (sent, Carried::Direct)
     }
     async fn pause(&self, millis: u32) {
         self.inner.pause(millis).await
@@ -952,15 +937,10 @@ async fn a_rejected_member_rolls_back_alone() {
 async fn a_lost_batch_answer_is_outcome_unknown_for_every_member() {
     struct LosesBatches(InProcess);
     impl Transport for LosesBatches {
-        async fn send_pipeline(
-            &self,
-            body: &str,
-        ) -> Result<mqlite_edge::store::HttpReply, mqlite_edge::store::TransportError> {
+        async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
             let reply = self.0.send_pipeline(body).await;
             if body.contains("SAVEPOINT member") {
-                return Err(mqlite_edge::store::TransportError::AnswerLost(
-                    "cut for the test".into(),
-                ));
+                return Err(TransportError::AnswerLost("cut for the test".into()));
             }
             reply
         }

@@ -263,11 +263,15 @@ const SAVEPOINT: &str = r#"{"sql":"SAVEPOINT member","args":[],"want_rows":false
 const RELEASE: &str = r#"{"sql":"RELEASE member","args":[],"want_rows":false}"#;
 const ROLLBACK_TO: &str = r#"{"sql":"ROLLBACK TO member","args":[],"want_rows":false}"#;
 const COMMIT: &str = r#"{"sql":"COMMIT","args":[],"want_rows":false}"#;
-/// The database clock (`store::statement::DATABASE_NOW`, epoch ms), read
-/// after every member and before `COMMIT` when a member wakes: a time at or
-/// after each member's own commit time, for the wake board's mark
+/// The database clock (the engine's own, epoch ms), read after every
+/// member and before `COMMIT` when a member wakes: a time at or after each
+/// member's own commit time, for the wake board's mark
 /// (docs/semantics.md#long-polling).
-const CLOCK: &str = r#"{"sql":"SELECT CAST(round(unixepoch('subsec') * 1000) AS INTEGER)","args":[],"want_rows":true}"#;
+const CLOCK: &str = const_format::concatcp!(
+    r#"{"sql":"SELECT "#,
+    super::statement::DATABASE_NOW,
+    r#"","args":[],"want_rows":true}"#
+);
 const ROLLBACK: &str = r#"{"sql":"ROLLBACK","args":[],"want_rows":false}"#;
 
 fn raw(text: &'static str) -> &'static RawValue {
@@ -927,7 +931,6 @@ impl Coalescer {
         let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
         let merged = merge(&members, self.folds);
         let reply = transport.send_pipeline(&merged.body).await;
-        let wakes: Vec<bool> = members.iter().map(|m| m.wakes).collect();
         let Split { verdicts, clock } = split(&members, &merged, reply);
         for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
             let carried = Carried::Batch {
@@ -935,7 +938,7 @@ impl Coalescer {
                 first: i == 0,
                 folded: merged.folded(i),
             };
-            let woke_at = clock.filter(|_| wakes[i]);
+            let woke_at = clock.filter(|_| members[i].wakes);
             let _ = signal.send(Signal::Done(verdict, carried, woke_at));
         }
     }
