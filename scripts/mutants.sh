@@ -9,14 +9,19 @@
 #   make mutants                                  # the diff against main
 #   make mutants MODULE=src/store/health.rs       # one file
 #   make mutants MODULE=src/engine/pgmq           # a folder
+#   make mutants MODULE="src/http/docs.rs src/filter"  # several, in one run
 # Knobs (environment or make variables):
 #   BASE=main        what the diff is taken against
 #   TIMEOUT=120      seconds one mutant's tests may run (then: timeout)
 #   BUILD_TIMEOUT=600  seconds one mutant's build may take
 #   BUDGET=3600      seconds for the whole run; cut there, what ran is kept
 #   JOBS=1           mutants built and tested at once (each needs a build dir)
+#   IN_PLACE=1       mutate the working tree itself instead of a copy: no copy
+#                    of target/ and no baseline rebuild (minutes saved per run);
+#                    leave the tree alone until it ends (JOBS must be 1)
 #   SHARD=k/n        only the k-th of n slices of the mutants
 #   RE=regex         only the mutants whose name matches (e.g. a run's survivors)
+#   SKIP="a.rs b.rs" files left out of the scope (e.g. ones run on their own)
 #   TESTS="--lib --test pgmq_dialect"  what nextest runs (all targets are still built)
 #   TARGETS="--lib --test group_commit"  what is built and run: only these
 #                    targets (each mutant then links a few test binaries, not all)
@@ -49,14 +54,16 @@ mkdir -p "$OUT"
 
 scope=()
 if [ -n "${MODULE:-}" ]; then
-  MODULE="${MODULE%/}"
-  if [ -d "$MODULE" ]; then
-    scope=(--file "$MODULE/**/*.rs")
-  elif [ -f "$MODULE" ]; then
-    scope=(--file "$MODULE")
-  else
-    die "MODULE=$MODULE is neither a file nor a folder"
-  fi
+  for module in $MODULE; do
+    module="${module%/}"
+    if [ -d "$module" ]; then
+      scope+=(--file "$module/**/*.rs")
+    elif [ -f "$module" ]; then
+      scope+=(--file "$module")
+    else
+      die "MODULE=$module is neither a file nor a folder"
+    fi
+  done
   log "mutants of $MODULE"
 else
   git diff "$BASE" -- . >"$OUT/diff" || die "cannot diff against $BASE"
@@ -71,6 +78,7 @@ fi
 shard=()
 [ -n "${SHARD:-}" ] && shard=(--shard "$SHARD")
 [ -n "${RE:-}" ] && shard+=(--re "$RE")
+for file in ${SKIP:-}; do shard+=(--exclude "$file"); done
 # Cargo arguments of both the build and the test phase, one --cargo-arg each.
 targets=()
 for arg in ${TARGETS:-}; do targets+=("--cargo-arg=$arg"); done
@@ -78,11 +86,13 @@ for arg in ${TARGETS:-}; do targets+=("--cargo-arg=$arg"); done
 # The native suite of the mqlite-edge package only: the e2e crate needs a
 # built Worker, and the wasm shell never compiles natively. Each mutant is
 # built in a copy of the tree, target/ included, so only this crate rebuilds.
+where=(--copy-target=true -j "$JOBS")
+[ "${IN_PLACE:-}" = 1 ] && where=(--in-place)
 set +e
 timeout -s INT -k 60 "$BUDGET" cargo mutants \
   --package mqlite-edge --features native \
   --exclude 'e2e/**' --exclude 'src/worker_shell.rs' --exclude 'src/worker_shell/**' \
-  --copy-target=true --test-tool nextest -j "$JOBS" \
+  "${where[@]}" --test-tool nextest \
   --timeout "$TIMEOUT" --build-timeout "$BUILD_TIMEOUT" \
   --output "$OUT" --no-shuffle \
   "${scope[@]}" "${shard[@]}" "${targets[@]}" \

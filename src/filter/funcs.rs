@@ -10,6 +10,10 @@ use super::program::Func;
 use super::time;
 use super::value::{to_text, Value};
 
+/// 2^63: the floats in `-I64_SPAN..I64_SPAN` are exactly those `as i64`
+/// converts without saturating (NaN and the infinities fall outside).
+const I64_SPAN: f64 = 9_223_372_036_854_775_808.0;
+
 fn wrong(name: &str, wanted: &str, got: &Value) -> String {
     format!("{name}() needs {wanted}, not {}", got.type_name())
 }
@@ -120,7 +124,7 @@ pub(super) fn call(ev: &mut Eval<'_, '_>, func: Func, args: Vec<Value>) -> Resul
             Some(Value::Int(n)) => Ok(Value::Int(*n)),
             // Truncation toward zero, as Go converts; NaN and out-of-range
             // values are errors rather than Go's unspecified result.
-            Some(Value::Float(f)) if f.is_finite() && f.abs() < 9.2e18 => Ok(Value::Int(*f as i64)),
+            Some(Value::Float(f)) if (-I64_SPAN..I64_SPAN).contains(f) => Ok(Value::Int(*f as i64)),
             Some(Value::Str(s)) => {
                 ev.scan(s.len() as u64)?;
                 s.parse()

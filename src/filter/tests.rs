@@ -1299,3 +1299,107 @@ fn chained_comparisons() {
     assert_false("1 < len(subject_parts) <= 2", &msg);
     assert_true("0 <= body_size < 1 == true", &msg);
 }
+
+/// c200: a runtime type error says which builtin refused what, in the words
+/// TestFilter shows (pinned from mutation testing: docs/testing.md).
+#[test]
+fn c200_builtin_type_errors_name_the_function_and_the_value() {
+    let msg = Msg::new().body("application/json", r#"{"s": "x", "n": 1, "a": ["x"]}"#);
+    for (source, message) in [
+        (
+            "first(body_json.s) == 1",
+            "first() needs an array, not string",
+        ),
+        ("last(body_json.n) == 1", "last() needs an array, not float"),
+        (
+            r#"join(body_json.s) == """#,
+            "join() needs an array, not string",
+        ),
+        (
+            "len(keys(body_json.a)) == 1",
+            "keys() needs a map, not array",
+        ),
+        (
+            "lower(body_json.n) == \"\"",
+            "lower() needs a string, not float",
+        ),
+        (
+            r#"len(split("a,b", ",", body_json.s)) == 2"#,
+            "split() needs an integer, not string",
+        ),
+    ] {
+        assert_eq!(run(source, &msg), Err(message.to_string()), "{source}");
+    }
+}
+
+/// `int()` of a float outside i64 (NaN, infinities, |f| ≥ 2^63) is an error,
+/// not Go's unspecified result; everything inside converts, truncated.
+#[test]
+fn int_of_a_float_converts_exactly_the_floats_inside_i64() {
+    let msg = Msg::new().body(
+        "application/json",
+        r#"{"big": 1e19, "top": 9223372036854775808.0, "edge": 9.2e18, "near": 9.22e18, "min": -9223372036854775808.0}"#,
+    );
+    for source in [
+        "int(body_json.big) > 0",
+        "int(-body_json.big) < 0",
+        "int(body_json.top) > 0",
+    ] {
+        assert_eq!(
+            run(source, &msg),
+            Err("int(): cannot convert float".to_string()),
+            "{source}"
+        );
+    }
+    assert_true("int(body_json.edge) == 9200000000000000000", &msg);
+    assert_true("int(body_json.near) == 9220000000000000000", &msg);
+    assert_true("int(body_json.min) < -9223372036854775000", &msg);
+    assert_true("int(-2.9) == -2", &msg);
+}
+
+/// `join` charges the text it builds: forty references to one 1 MiB body
+/// joined are 40 MiB more, past the 64 MiB memory budget.
+#[test]
+fn join_charges_what_it_builds() {
+    let msg = Msg::new().body("text/plain", &"ab".repeat(1 << 19));
+    assert_true("len(map(1..40, body_text)) == 40", &msg);
+    assert_eq!(
+        run("len(join(map(1..40, body_text))) > 0", &msg),
+        Err("filter exceeded its evaluation budget".to_string())
+    );
+}
+
+/// `keys` and `values` charge 16 bytes per member: sixty key lists of a
+/// 100,000-member body exceed the 64 MiB memory budget.
+#[test]
+fn keys_and_values_charge_each_member() {
+    let members: Vec<String> = (0..100_000).map(|i| format!("\"k{i}\":0")).collect();
+    let msg = Msg::new().body("application/json", &format!("{{{}}}", members.join(",")));
+    assert_true("len(keys(body_json)) == 100000", &msg);
+    for source in [
+        "any(1..60, len(keys(body_json)) == 0)",
+        "any(1..60, len(values(body_json)) == 0)",
+    ] {
+        assert_eq!(
+            run(source, &msg),
+            Err("filter exceeded its evaluation budget".to_string()),
+            "{source}"
+        );
+    }
+}
+
+/// `split` charges 16 bytes per piece plus the text: a 6 MB body in 100,001
+/// pieces, split nine times, is 68 MB (past the 64 MiB memory budget) while
+/// its scan (54 MB) and steps (900,009) stay inside theirs.
+#[test]
+fn split_charges_each_piece_and_the_text() {
+    let msg = Msg::new().body(
+        "text/plain",
+        &format!("{},", "x".repeat(59)).repeat(100_000),
+    );
+    assert_true(r#"len(split(body_text, ",")) == 100001"#, &msg);
+    assert_eq!(
+        run(r#"any(1..9, len(split(body_text, ",")) == 0)"#, &msg),
+        Err("filter exceeded its evaluation budget".to_string())
+    );
+}

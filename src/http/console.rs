@@ -118,3 +118,17 @@ pub fn serve(enabled: bool, request: &Request, path: &str) -> Response {
     }
     Response::static_file(headers, asset.path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a;
+
+    /// The published FNV-1a 64-bit vectors: an ETag that is not FNV-1a
+    /// (e.g. OR-ing each byte in) collides for files that differ.
+    #[test]
+    fn etags_are_fnv1a_64() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}
