@@ -18,7 +18,9 @@
 #   JOBS=1           mutants built and tested at once (each needs a build dir)
 #   IN_PLACE=1       mutate the working tree itself instead of a copy: no copy
 #                    of target/ and no baseline rebuild (minutes saved per run);
-#                    leave the tree alone until it ends (JOBS must be 1)
+#                    leave the tree alone until it ends (JOBS must be 1);
+#                    builds go to MUTANTS_TARGET (target/mutants-build), no
+#                    debug info, linked by mold if installed
 #   SHARD=k/n        only the k-th of n slices of the mutants
 #   RE=regex         only the mutants whose name matches (e.g. a run's survivors)
 #   SKIP="a.rs b.rs" files left out of the scope (e.g. ones run on their own)
@@ -87,7 +89,18 @@ for arg in ${TARGETS:-}; do targets+=("--cargo-arg=$arg"); done
 # built Worker, and the wasm shell never compiles natively. Each mutant is
 # built in a copy of the tree, target/ included, so only this crate rebuilds.
 where=(--copy-target=true -j "$JOBS")
-[ "${IN_PLACE:-}" = 1 ] && where=(--in-place)
+if [ "${IN_PLACE:-}" = 1 ]; then
+  where=(--in-place)
+  # In place, mutants build in a target folder of their own (a run never
+  # invalidates the normal build, nor it the run's), without debug info and
+  # linked by mold when it is installed: linking the test binaries is most
+  # of a mutant's build.
+  export CARGO_TARGET_DIR="${MUTANTS_TARGET:-$REPO_ROOT/target/mutants-build}"
+  export CARGO_PROFILE_DEV_DEBUG=0
+  if command -v mold >/dev/null; then
+    export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C link-arg=-fuse-ld=mold"
+  fi
+fi
 set +e
 timeout -s INT -k 60 "$BUDGET" cargo mutants \
   --package mqlite-edge --features native \

@@ -101,3 +101,28 @@ async fn a_newer_schema_is_refused_and_left_untouched() {
         raw.body
     );
 }
+
+#[tokio::test]
+async fn a_schema_check_still_failing_after_the_migration_is_a_failure_not_a_loop() {
+    let temp = TempDb::new();
+    let e = engine(&temp);
+    e.create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("create");
+    // A second, older version row: the migration finds nothing to apply
+    // (the newest version is current), yet every program's schema check
+    // still fires on that row. One migration, then a definite failure.
+    let body = format!(
+        r#"{{"baton":null,"requests":[{{"type":"execute","stmt":{{"sql":"INSERT INTO schema_version (version) VALUES ({})"}}}},{{"type":"close"}}]}}"#,
+        SCHEMA_VERSION - 1
+    );
+    let raw = temp.db.pipeline(None, body.as_bytes());
+    assert!(!raw.body.contains(r#""type":"error""#), "{}", raw.body);
+    let err = e.list_queues().await.expect_err("refused");
+    assert_eq!(
+        err,
+        EngineError::Store(StoreError::Failed(
+            "schema check still failing after migration".into()
+        ))
+    );
+}

@@ -13,7 +13,9 @@ use mqlite_edge::engine::{
     Clock, Effect, Effects, Engine, EngineError, Limits, OutgoingMessage, QueueConfigInput,
     ReceiveRequest, SendRequest, StorageCall, StorageOp, StorageOutcome, Waiter,
 };
-use mqlite_edge::store::{HttpReply, StoreError, Transport, TransportError};
+use mqlite_edge::store::{
+    HttpReply, Program, RunError, RunStats, Statement, StoreError, Transport, TransportError,
+};
 use serde_json::json;
 use support::*;
 
@@ -48,6 +50,8 @@ struct Faulty {
     inner: InProcess,
     faults: Mutex<VecDeque<Fault>>,
     calls: AtomicU32,
+    /// Every back-off the store asked for, in milliseconds.
+    pauses: Mutex<Vec<u32>>,
 }
 
 impl Faulty {
@@ -58,6 +62,7 @@ impl Faulty {
             },
             faults: Mutex::new(faults.iter().cloned().collect()),
             calls: AtomicU32::new(0),
+            pauses: Mutex::new(Vec::new()),
         }
     }
 }
@@ -160,7 +165,11 @@ impl Transport for Faulty {
         }
     }
 
-    async fn pause(&self, _millis: u32) {}
+    async fn pause(&self, millis: u32) {
+        if let Ok(mut pauses) = self.pauses.lock() {
+            pauses.push(millis);
+        }
+    }
 }
 
 /// A migrated database with queue `q`, and an engine over `faults`.
@@ -212,6 +221,91 @@ async fn refused_connections_are_retried_and_the_write_applies_once() {
     assert_eq!(seqs.len(), 1);
     assert_eq!(calls(&engine), 3);
     assert_eq!(engine.stats("q").await.expect("stats").active, 1);
+}
+
+fn pauses(engine: &Engine<Faulty>) -> Vec<u32> {
+    engine
+        .store()
+        .transport()
+        .pauses
+        .lock()
+        .map(|p| p.clone())
+        .unwrap_or_default()
+}
+
+/// Retries back off linearly: 40 ms before the second attempt, 80 before
+/// the third.
+#[tokio::test]
+async fn retries_back_off_40_ms_more_each_attempt() {
+    let (_temp, engine) = setup(&[Fault::NotSent, Fault::NotSent]).await;
+    engine
+        .send(&one_message())
+        .await
+        .expect("send after retries");
+    assert_eq!(pauses(&engine), vec![40, 80]);
+}
+
+/// An engine over `faults` on a database that was never migrated.
+fn unmigrated(faults: &[Fault]) -> (TempDb, Engine<Faulty>) {
+    let temp = TempDb::new();
+    let engine = Engine::new(
+        Faulty::new(&temp, faults),
+        Clock::manual(T0),
+        Limits::default(),
+    );
+    (temp, engine)
+}
+
+/// The migration's own requests are retried like any other when the
+/// database refuses the connection (the first request found the schema
+/// behind; the next ones are the migration's).
+#[tokio::test]
+async fn refused_migration_requests_are_retried_with_the_same_back_off() {
+    let (_temp, engine) = unmigrated(&[Fault::Pass, Fault::NotSent, Fault::NotSent]);
+    engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect("created once the migration got through");
+    assert_eq!(pauses(&engine), vec![40, 80]);
+    assert_eq!(engine.list_queues().await.expect("list").len(), 1);
+}
+
+/// A migration refused on every attempt gives up after five, with no pause
+/// after the last.
+#[tokio::test]
+async fn a_migration_refused_five_times_is_unavailable() {
+    let faults = [Fault::Pass].into_iter().chain([Fault::NotSent; 5]);
+    let (_temp, engine) = unmigrated(&faults.collect::<Vec<_>>());
+    let err = engine
+        .create_queue("q", &QueueConfigInput::default())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, EngineError::Store(StoreError::Unavailable(_))),
+        "{err:?}"
+    );
+    assert_eq!(pauses(&engine), vec![40, 80, 120, 160]);
+}
+
+/// A run whose request budget is spent by its first attempt neither waits
+/// nor counts a retry it cannot make.
+#[tokio::test]
+async fn a_spent_budget_makes_no_retry_and_no_pause() {
+    const READ: Statement = mqlite_edge::statement!("SELECT 1");
+    let (_temp, engine) = setup(&[Fault::NotSent]).await;
+    let mut program = Program::read();
+    program.step(&READ, vec![]);
+    let mut stats = RunStats::limited_to(1);
+    let outcome = engine.store().run_keeping(&program, &mut stats).await;
+    assert!(
+        matches!(
+            outcome,
+            Err((RunError::Store(StoreError::Unavailable(_)), None))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!((stats.fetches, stats.retries), (1, 0), "{stats:?}");
+    assert_eq!(pauses(&engine), Vec::<u32>::new());
 }
 
 #[tokio::test]

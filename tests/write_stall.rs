@@ -103,10 +103,20 @@ impl Broker {
 
     /// One RPC: status, `Retry-After`, JSON body, and how long it took.
     async fn call(&self, rpc: &str, body: Value) -> (u16, Option<String>, Value, Duration) {
+        self.call_as(ADMIN, rpc, body).await
+    }
+
+    /// [`Broker::call`] with another credential.
+    async fn call_as(
+        &self,
+        token: &str,
+        rpc: &str,
+        body: Value,
+    ) -> (u16, Option<String>, Value, Duration) {
         let request = mqlite_edge::http::Request {
             method: "POST".into(),
             path: format!("/mqlite.v1.{rpc}"),
-            headers: vec![("Authorization".into(), format!("Bearer {ADMIN}"))],
+            headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         };
         let started = Instant::now();
         let response = self
@@ -283,4 +293,46 @@ async fn connection_refusals_trip_the_breaker_too() {
     assert_eq!((status, code(&json)), (503, "unavailable"), "{json}");
     assert_eq!(broker.writes() - before, 3, "nothing more sent");
     broker.list_queues_works().await;
+}
+
+/// The breaker is the isolate's, not the admin token's: once it is open, a
+/// write made with a managed key is refused at once too, and never sent.
+#[tokio::test]
+async fn an_open_breaker_holds_the_writes_of_managed_keys_too() {
+    let broker = Broker::new();
+    let (status, _, json, _) = broker
+        .call(
+            "AdminService/CreateQueue",
+            json!({"name": "q", "config": {}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{json}");
+    let (status, _, key, _) = broker
+        .call(
+            "AuthService/CreateKey",
+            json!({"id": "0123456789abcdef0123456789abcdef", "name": "sender",
+                   "permissions": ["send"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{key}");
+    let token = key["token"].as_str().unwrap_or_default().to_owned();
+    let send_as_key = || {
+        broker.call_as(
+            &token,
+            "QueueService/Send",
+            json!({"queue": "q", "messages": [{"body": b64("keyed")}]}),
+        )
+    };
+    assert_eq!(send_as_key().await.0, 200, "the key writes while healthy");
+
+    broker.wire.hang_writes.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        assert_eq!(code(&broker.send("lost").await.2), "outcome_unknown");
+    }
+    let before = broker.writes();
+    let (status, retry_after, json, took) = send_as_key().await;
+    assert_eq!((status, code(&json)), (503, "unavailable"), "{json}");
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert!(took < Duration::from_millis(HANG_MS / 2), "{took:?}");
+    assert_eq!(broker.writes(), before, "the key's write was not sent");
 }
