@@ -287,6 +287,34 @@ async fn a_migration_refused_five_times_is_unavailable() {
     assert_eq!(pauses(&engine), vec![40, 80, 120, 160]);
 }
 
+/// A migration's retries count among the run's, and a budget the migration
+/// spent stops it without a pause or a retry it cannot make.
+#[tokio::test]
+async fn a_migration_counts_its_retries_and_stops_at_the_budget() {
+    const READ: Statement = mqlite_edge::statement!("SELECT 1");
+    let mut program = Program::read();
+    program.step(&READ, vec![]);
+
+    let (_temp, engine) = unmigrated(&[Fault::Pass, Fault::NotSent, Fault::NotSent]);
+    let mut stats = RunStats::default();
+    let outcome = engine.store().run_keeping(&program, &mut stats).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(stats.retries, 2, "{stats:?}");
+
+    let (_temp, engine) = unmigrated(&[Fault::Pass, Fault::NotSent]);
+    let mut stats = RunStats::limited_to(2);
+    let outcome = engine.store().run_keeping(&program, &mut stats).await;
+    assert!(
+        matches!(
+            outcome,
+            Err((RunError::Store(StoreError::Unavailable(_)), None))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!((stats.fetches, stats.retries), (2, 0), "{stats:?}");
+    assert_eq!(pauses(&engine), Vec::<u32>::new());
+}
+
 /// A run whose request budget is spent by its first attempt neither waits
 /// nor counts a retry it cannot make.
 #[tokio::test]
