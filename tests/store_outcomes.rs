@@ -40,6 +40,9 @@ enum Fault {
     /// The server ran the request, but every guard's own error came back
     /// as a disk I/O error (a transient fault where a guard sits).
     GuardStepFails,
+    /// The server refused the batch request itself with a stream error
+    /// (nothing ran).
+    StreamError,
     /// Statement `index` of the batch failed with a disk I/O error and the
     /// transaction rolled back (nothing ran).
     StepFails(usize),
@@ -104,6 +107,15 @@ impl Transport for Faulty {
             Some(Fault::RanThenNoBatch) => {
                 let _ = self.inner.send_pipeline(body).await;
                 let answer = json!({"baton":null,"base_url":null,"results":[
+                    {"type":"ok","response":{"type":"close"}}]});
+                Ok(HttpReply {
+                    status: 200,
+                    body: answer.to_string().into_bytes(),
+                })
+            }
+            Some(Fault::StreamError) => {
+                let answer = json!({"baton":null,"base_url":null,"results":[
+                    {"type":"error","error":{"message":"SQL string too long","code":"SQL_TOO_LONG"}},
                     {"type":"ok","response":{"type":"close"}}]});
                 Ok(HttpReply {
                     status: 200,
@@ -243,6 +255,20 @@ async fn retries_back_off_40_ms_more_each_attempt() {
         .await
         .expect("send after retries");
     assert_eq!(pauses(&engine), vec![40, 80]);
+}
+
+/// A batch request the server refused as a whole never ran: a definite
+/// failure for a write (not `outcome_unknown`), and not tried again.
+#[tokio::test]
+async fn a_refused_batch_request_is_a_definite_failure() {
+    let (_temp, engine) = setup(&[Fault::StreamError]).await;
+    let err = engine.send(&one_message()).await.expect_err("refused");
+    assert_eq!(
+        err,
+        EngineError::Store(StoreError::Failed("SQL string too long".into()))
+    );
+    assert_eq!(calls(&engine), 1);
+    assert_eq!(engine.stats("q").await.expect("stats").active, 0);
 }
 
 /// An engine over `faults` on a database that was never migrated.

@@ -545,3 +545,26 @@ fn classify(program: &Program, result: BatchResult) -> Attempt {
 fn failed(error: &HranaError) -> StoreError {
     StoreError::Failed(error.message.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::pipeline_url;
+
+    /// `LIBSQL_URL` as Turso prints it (`libsql://`), as sqld serves it
+    /// locally, and with the slash or spaces a pasted value carries.
+    #[test]
+    fn pipeline_urls_of_database_urls() {
+        assert_eq!(
+            pipeline_url("libsql://queues-acme.turso.io"),
+            "https://queues-acme.turso.io/v2/pipeline"
+        );
+        assert_eq!(
+            pipeline_url(" http://127.0.0.1:8080/ "),
+            "http://127.0.0.1:8080/v2/pipeline"
+        );
+        assert_eq!(
+            pipeline_url("https://db.example/"),
+            "https://db.example/v2/pipeline"
+        );
+    }
+}
