@@ -86,3 +86,24 @@ async fn a_closed_gate_never_hides_a_later_failure() {
     }
     assert_eq!(marks(&store).await, "");
 }
+
+/// Only a guard's failure is a domain answer: a data step failing the same
+/// way (its own `json()` of text that is not JSON) is the database failing,
+/// and the program rolls back.
+#[tokio::test]
+async fn a_data_step_failing_like_a_guard_is_a_failure_not_a_rejection() {
+    const NOT_JSON: Statement = mqlite_edge::statement!("SELECT json('not json')");
+    let (_temp, store) = setup().await;
+    let mut program = Program::write();
+    program.step(&MARK, vec!["before".into()]);
+    program.step(&NOT_JSON, vec![]);
+    let outcome = store.run(&program).await.map(|_| ());
+    assert!(
+        matches!(
+            outcome,
+            Err(RunError::Store(mqlite_edge::store::StoreError::Failed(_)))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(marks(&store).await, "");
+}
