@@ -514,6 +514,16 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<StreamResult>(bad).is_err(), "{bad}");
         }
+        // What an unreadable value's error says (it ends up in the store's
+        // "unreadable pipeline answer" detail).
+        let err = serde_json::from_str::<Value>(r#"{"type":"text","value":true}"#)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert!(
+            err.as_ref()
+                .is_err_and(|e| e.contains("expected a string or a number")),
+            "{err:?}"
+        );
     }
 
     /// The streamed blob is exactly the base64 of the concatenation, across
