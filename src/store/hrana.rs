@@ -526,6 +526,29 @@ mod tests {
         );
     }
 
+    /// Busy is told by the code or by the message, any one of them alone;
+    /// a missing table only by its own message.
+    #[test]
+    fn busy_and_missing_table_errors_are_told_apart() {
+        let error = |code: Option<&str>, message: &str| HranaError {
+            message: message.into(),
+            code: code.map(str::to_owned),
+        };
+        for busy in [
+            error(Some("SQLITE_BUSY"), "x"),
+            error(Some("SQLITE_LOCKED_SHAREDCACHE"), "x"),
+            error(None, "database is locked"),
+            error(Some(""), "SQLITE_BUSY: cannot start a transaction"),
+        ] {
+            assert!(busy.is_busy(), "{busy:?}");
+            assert!(!busy.is_missing_table(), "{busy:?}");
+        }
+        let missing = error(Some("SQLITE_ERROR"), "no such table: schema_version");
+        assert!(missing.is_missing_table() && !missing.is_busy());
+        let io = error(Some("SQLITE_IOERR"), "disk I/O error");
+        assert!(!io.is_missing_table() && !io.is_busy() && !io.is_guard());
+    }
+
     /// The streamed blob is exactly the base64 of the concatenation, across
     /// chunk boundaries, odd piece lengths and empty pieces.
     #[test]
