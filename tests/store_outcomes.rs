@@ -313,6 +313,33 @@ async fn a_migration_refused_five_times_is_unavailable() {
     assert_eq!(pauses(&engine), vec![40, 80, 120, 160]);
 }
 
+/// A migration whose statement fails is reported as that migration's
+/// failure (the database was not migrated), not taken for another isolate's
+/// progress; a busy one is: this request gives up, the next one migrates.
+#[tokio::test]
+async fn a_failed_migration_step_is_reported_and_a_busy_one_is_left_to_others() {
+    // The program, the version read, then the first migration's batch.
+    let (_temp, engine) = unmigrated(&[Fault::Pass, Fault::Pass, Fault::StepFails(5)]);
+    let err = engine.list_queues().await.expect_err("not migrated");
+    let EngineError::Store(StoreError::Failed(message)) = &err else {
+        panic!("{err:?}");
+    };
+    assert!(
+        message.starts_with("migration ") && message.ends_with(" failed: disk I/O error"),
+        "{message}"
+    );
+
+    let (_temp, engine) = unmigrated(&[Fault::Pass, Fault::Pass, Fault::Busy]);
+    let err = engine.list_queues().await.expect_err("not migrated yet");
+    assert_eq!(
+        err,
+        EngineError::Store(StoreError::Failed(
+            "schema check still failing after migration".into()
+        ))
+    );
+    assert!(engine.list_queues().await.expect("migrated").is_empty());
+}
+
 /// A migration's retries count among the run's, and a budget the migration
 /// spent stops it without a pause or a retry it cannot make.
 #[tokio::test]

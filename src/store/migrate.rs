@@ -301,6 +301,15 @@ mod tests {
         );
     }
 
+    /// A lone `-` is an operator; only `--` starts a comment.
+    #[test]
+    fn a_minus_sign_is_not_a_comment() {
+        assert_eq!(
+            split_statements("UPDATE t SET x = x - 1; -- done\nSELECT 3;"),
+            vec!["UPDATE t SET x = x - 1".to_owned(), "SELECT 3".to_owned()]
+        );
+    }
+
     #[test]
     fn trigger_bodies_stay_whole() {
         let sql = "CREATE TABLE t (x);\nCREATE TRIGGER g AFTER INSERT ON t BEGIN\n  DELETE FROM t;\n  INSERT INTO t VALUES (1);\nEND;\nCREATE INDEX i ON t (x);";
