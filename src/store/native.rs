@@ -60,3 +60,20 @@ impl Transport for HttpTransport {
         std::thread::sleep(Duration::from_millis(millis.into()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// The back-off between retries (`Store`'s 40 ms more each attempt)
+    /// really waits: a pause returns no sooner than asked.
+    #[test]
+    fn a_pause_waits_at_least_what_it_was_asked() {
+        let transport = HttpTransport::new("http://127.0.0.1:9", None, Duration::from_secs(1));
+        let started = Instant::now();
+        pollster::block_on(transport.pause(30));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+    }
+}
