@@ -107,3 +107,23 @@ async fn a_data_step_failing_like_a_guard_is_a_failure_not_a_rejection() {
     );
     assert_eq!(marks(&store).await, "");
 }
+
+/// The prelude (the managed-key check) runs before every other statement:
+/// when it fires, the run says so (`PreludeRejected`, answered 401) and
+/// nothing behind it applied; when it passes, the program runs.
+#[tokio::test]
+async fn a_fired_prelude_is_reported_as_the_prelude_and_nothing_runs() {
+    let (_temp, store) = setup().await;
+    for open in [false, true] {
+        let mut program = Program::write();
+        program.set_prelude(&GATE, vec![i64::from(open).into()]);
+        program.step(&MARK, vec![format!("open {open}").into()]);
+        let outcome = store.run(&program).await.map(|_| ());
+        if open {
+            assert_eq!(outcome, Ok(()));
+        } else {
+            assert_eq!(outcome, Err(RunError::PreludeRejected));
+        }
+    }
+    assert_eq!(marks(&store).await, "open true");
+}
