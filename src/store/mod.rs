@@ -548,7 +548,37 @@ fn failed(error: &HranaError) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use super::pipeline_url;
+    use super::{encode, hrana, pipeline_url, Program, Statement};
+
+    /// `Program::encoded_len_hint` bounds the pipeline's encoding from above
+    /// (its buffer never grows), and not by much: the buffer is allocated
+    /// up front, in an isolate of 128 MB. Texts that escape to twice their
+    /// length, plain texts, base64 values, blob pieces and integers.
+    #[test]
+    fn the_encoding_fits_its_length_hint_with_little_to_spare() {
+        const STEP: Statement = crate::statement!("INSERT INTO t VALUES (?1, ?2, ?3)");
+        let escaping = "\"\\\n".repeat(100_000);
+        let plain = "x".repeat(300_000);
+        let base64 = "QUJD".repeat(75_000);
+        let piece = vec![7u8; 150_000];
+        let text = |value: &str| hrana::Value::Text {
+            value: value.into(),
+        };
+        let cases: Vec<(Vec<hrana::Value>, Vec<Vec<&[u8]>>)> = vec![
+            (vec![text(&escaping)], vec![]),
+            (vec![text(&plain), 7.into()], vec![]),
+            (vec![hrana::Value::Blob { base64 }], vec![]),
+            (vec![], vec![vec![&piece, &piece]]),
+            ((0..1_000).map(hrana::Value::from).collect(), vec![]),
+        ];
+        for (i, (args, blobs)) in cases.into_iter().enumerate() {
+            let mut program = Program::write();
+            program.step_with_blobs(&STEP, args, blobs);
+            let (encoded, hint) = (encode(&program).len(), program.encoded_len_hint());
+            assert!(encoded <= hint, "case {i}: {encoded} > {hint}");
+            assert!(hint <= 2 * encoded + 4096, "case {i}: {hint} for {encoded}");
+        }
+    }
 
     /// `LIBSQL_URL` as Turso prints it (`libsql://`), as sqld serves it
     /// locally, and with the slash or spaces a pasted value carries.
