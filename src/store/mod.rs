@@ -557,6 +557,10 @@ mod tests {
     #[test]
     fn the_encoding_fits_its_length_hint_with_little_to_spare() {
         const STEP: Statement = crate::statement!("INSERT INTO t VALUES (?1, ?2, ?3)");
+        // SQL whose quotes JSON escapes: each `"` becomes two characters.
+        const QUOTED: Statement = crate::statement!(
+            "SELECT \"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\""
+        );
         let escaping = "\"\\\n".repeat(100_000);
         let plain = "x".repeat(300_000);
         let base64 = "QUJD".repeat(75_000);
@@ -571,10 +575,24 @@ mod tests {
             (vec![], vec![vec![&piece, &piece]]),
             ((0..1_000).map(hrana::Value::from).collect(), vec![]),
         ];
-        for (i, (args, blobs)) in cases.into_iter().enumerate() {
-            let mut program = Program::write();
-            program.step_with_blobs(&STEP, args, blobs);
-            let (encoded, hint) = (encode(&program).len(), program.encoded_len_hint());
+        let mut programs: Vec<Program> = cases
+            .into_iter()
+            .map(|(args, blobs)| {
+                let mut program = Program::write();
+                program.step_with_blobs(&STEP, args, blobs);
+                program
+            })
+            .collect();
+        let mut tiny = Program::read();
+        tiny.step(&STEP, vec![]);
+        programs.push(tiny);
+        let mut many = Program::write();
+        for _ in 0..200 {
+            many.step(&QUOTED, vec![]);
+        }
+        programs.push(many);
+        for (i, program) in programs.iter().enumerate() {
+            let (encoded, hint) = (encode(program).len(), program.encoded_len_hint());
             assert!(encoded <= hint, "case {i}: {encoded} > {hint}");
             assert!(hint <= 2 * encoded + 4096, "case {i}: {hint} for {encoded}");
         }
