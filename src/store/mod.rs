@@ -568,7 +568,8 @@ mod tests {
         let text = |value: &str| hrana::Value::Text {
             value: value.into(),
         };
-        let cases: Vec<(Vec<hrana::Value>, Vec<Vec<&[u8]>>)> = vec![
+        type Case<'a> = (Vec<hrana::Value>, Vec<Vec<&'a [u8]>>);
+        let cases: Vec<Case> = vec![
             (vec![text(&escaping)], vec![]),
             (vec![text(&plain), 7.into()], vec![]),
             (vec![hrana::Value::Blob { base64 }], vec![]),
