@@ -112,12 +112,13 @@ async fn a_schema_check_still_failing_after_the_migration_is_a_failure_not_a_loo
     // A second, older version row: the migration finds nothing to apply
     // (the newest version is current), yet every program's schema check
     // still fires on that row. One migration, then a definite failure.
-    let body = format!(
-        r#"{{"baton":null,"requests":[{{"type":"execute","stmt":{{"sql":"INSERT INTO schema_version (version) VALUES ({})"}}}},{{"type":"close"}}]}}"#,
-        SCHEMA_VERSION - 1
+    const OLDER_ROW: Statement = mqlite_edge::statement!(
+        "INSERT INTO schema_version (version) SELECT max(version) - 1 FROM schema_version"
     );
-    let raw = temp.db.pipeline(None, body.as_bytes());
-    assert!(!raw.body.contains(r#""type":"error""#), "{}", raw.body);
+    let mut older = Program::write();
+    older.step(&OLDER_ROW, vec![]);
+    // Runs under the current schema check, then adds the row.
+    e.store().run(&older).await.expect("older row");
     let err = e.list_queues().await.expect_err("refused");
     assert_eq!(
         err,

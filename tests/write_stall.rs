@@ -101,6 +101,19 @@ impl Broker {
         }
     }
 
+    /// A broker whose database holds queue `q`.
+    async fn with_queue() -> Self {
+        let broker = Broker::new();
+        let (status, _, json, _) = broker
+            .call(
+                "AdminService/CreateQueue",
+                json!({"name": "q", "config": {}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{json}");
+        broker
+    }
+
     /// One RPC: status, `Retry-After`, JSON body, and how long it took.
     async fn call(&self, rpc: &str, body: Value) -> (u16, Option<String>, Value, Duration) {
         self.call_as(ADMIN, rpc, body).await
@@ -164,14 +177,7 @@ fn code(json: &Value) -> &str {
 
 #[tokio::test]
 async fn a_stalled_database_trips_the_breaker_and_recovers() {
-    let broker = Broker::new();
-    let (status, _, json, _) = broker
-        .call(
-            "AdminService/CreateQueue",
-            json!({"name": "q", "config": {}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{json}");
+    let broker = Broker::with_queue().await;
     assert_eq!(broker.send("before").await.0, 200);
     assert_eq!(broker.status().await["writes"], "accepting");
 
@@ -271,14 +277,7 @@ async fn a_stalled_database_trips_the_breaker_and_recovers() {
 /// the breaker instead of each request spending five attempts.
 #[tokio::test]
 async fn connection_refusals_trip_the_breaker_too() {
-    let broker = Broker::new();
-    let (status, _, json, _) = broker
-        .call(
-            "AdminService/CreateQueue",
-            json!({"name": "q", "config": {}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{json}");
+    let broker = Broker::with_queue().await;
     broker.wire.refuse_writes.store(true, Ordering::SeqCst);
     let before = broker.writes();
     let (status, retry_after, json, _) = broker.send("refused").await;
@@ -299,14 +298,7 @@ async fn connection_refusals_trip_the_breaker_too() {
 /// write made with a managed key is refused at once too, and never sent.
 #[tokio::test]
 async fn an_open_breaker_holds_the_writes_of_managed_keys_too() {
-    let broker = Broker::new();
-    let (status, _, json, _) = broker
-        .call(
-            "AdminService/CreateQueue",
-            json!({"name": "q", "config": {}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{json}");
+    let broker = Broker::with_queue().await;
     let (status, _, key, _) = broker
         .call(
             "AuthService/CreateKey",
