@@ -9,6 +9,8 @@
 #   PORT           Worker port (default 8787)
 #   LIBSQL_PORT    local libSQL server port (default 8080)
 #   LIBSQL_URL     use this libSQL server / Turso database instead (+ LIBSQL_AUTH_TOKEN)
+#   LIBSQL_URLS    several databases, comma separated, the catalog first (docs/databases.md)
+#   SQLD_SHARDS    start this many local databases (default 1), on LIBSQL_PORT, LIBSQL_PORT+1, …
 #   SQLD_BIN       start this sqld (with the flags in lib/common.sh) instead of the local server
 #   INSPECTOR_PORT wrangler's inspector port (default 9229)
 #   MQLITE_TOKENS  admin token(s); generated (mqk_ + 64 hex) when unset
@@ -94,28 +96,55 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-if [ -n "${LIBSQL_URL:-}" ]; then
-  db_url="$LIBSQL_URL"
-  db_token="${LIBSQL_AUTH_TOKEN:-}"
-  log "using the libSQL database at $db_url"
+# The databases, the catalog first: named main, db2, db3, … (docs/databases.md).
+db_urls=()
+db_token="${LIBSQL_AUTH_TOKEN:-}"
+if [ -n "${LIBSQL_URLS:-}" ]; then
+  IFS=, read -r -a db_urls <<<"$LIBSQL_URLS"
+  log "using the libSQL databases at $LIBSQL_URLS"
+elif [ -n "${LIBSQL_URL:-}" ]; then
+  db_urls=("$LIBSQL_URL")
+  log "using the libSQL database at $LIBSQL_URL"
 else
+  shards="${SQLD_SHARDS:-1}"
+  [[ "$shards" =~ ^[1-9][0-9]?$ ]] || die "SQLD_SHARDS must be a number from 1 to 99 (got $shards)"
   mkdir -p data
-  db_url="http://127.0.0.1:$LIBSQL_PORT"
   db_token=""
   sqld="$(sqld_bin)"
-  if [ -n "$sqld" ]; then
-    log "starting sqld ($sqld ${SQLD_FLAGS[*]}) on data/sqld"
-    setsid "$sqld" --db-path data/sqld --http-listen-addr "127.0.0.1:$LIBSQL_PORT" --no-welcome \
-      "${SQLD_FLAGS[@]}" &
-  else
-    setsid target/release/mqlite-libsql --db data/mqlite.db --port "$LIBSQL_PORT" &
-  fi
-  pids+=($!)
-  wait_for_http "$db_url/health" 30 || die "the local libSQL server did not start on port $LIBSQL_PORT"
+  for i in $(seq 1 "$shards"); do
+    port=$((LIBSQL_PORT + i - 1))
+    suffix=""
+    [ "$i" -gt 1 ] && suffix="-$i"
+    db_urls+=("http://127.0.0.1:$port")
+    if [ -n "$sqld" ]; then
+      log "starting sqld ($sqld ${SQLD_FLAGS[*]}) on data/sqld$suffix"
+      setsid "$sqld" --db-path "data/sqld$suffix" --http-listen-addr "127.0.0.1:$port" --no-welcome \
+        "${SQLD_FLAGS[@]}" &
+    else
+      setsid target/release/mqlite-libsql --db "data/mqlite$suffix.db" --port "$port" &
+    fi
+    pids+=($!)
+    wait_for_http "http://127.0.0.1:$port/health" 30 || die "the local libSQL server did not start on port $port"
+  done
 fi
 
-LIBSQL_AUTH_TOKEN="$db_token" target/release/mqlite-edge-migrate --url "$db_url" \
-  || die "applying migrations to $db_url failed"
+databases=""
+for i in "${!db_urls[@]}"; do
+  url="${db_urls[$i]}"
+  LIBSQL_AUTH_TOKEN="$db_token" target/release/mqlite-edge-migrate --url "$url" \
+    || die "applying migrations to $url failed"
+  name=main
+  [ "$i" -gt 0 ] && name="db$((i + 1))"
+  databases+="${databases:+,}$name=$url"
+done
+# One database is MQLITE_DB, as ever; several are MQLITE_DATABASES.
+db_url="${db_urls[0]}"
+db_var=MQLITE_DB
+db_value="$db_url"
+if [ "${#db_urls[@]}" -gt 1 ]; then
+  db_var=MQLITE_DATABASES
+  db_value="$databases"
+fi
 
 tokens="${MQLITE_TOKENS:-mqk_$(python3 -c 'import secrets; print(secrets.token_hex(32))')}"
 runtime="wrangler dev"
@@ -123,7 +152,7 @@ if [ "$serve" = workerd ]; then
   runtime="plain workerd, ${SERVE_PROCESSES:-1} process(es) from port $PORT"
   # Secrets in the environment of the launcher only (never a command line);
   # it writes them into a workerd config only its owner can read.
-  MQLITE_DB="$db_url" MQLITE_TOKENS="$tokens" MQLITE_DB_AUTH_TOKEN="$db_token" \
+  env "$db_var=$db_value" MQLITE_TOKENS="$tokens" MQLITE_DB_AUTH_TOKEN="$db_token" \
     MQLITE_SERVE_WORKERD="$workerd_bin" MQLITE_E2E_ROOT="$REPO_ROOT" \
     setsid target/release/mqlite-serve --port "$PORT" --processes "${SERVE_PROCESSES:-1}" &
   pids+=($!)
@@ -134,7 +163,7 @@ else
   chmod 600 "$DEV_VARS"
   {
     printf '%s\n' "$DEV_VARS_MARK"
-    printf 'MQLITE_DB="%s"\n' "$db_url"
+    printf '%s="%s"\n' "$db_var" "$db_value"
     printf 'MQLITE_TOKENS="%s"\n' "$tokens"
     [ -n "$db_token" ] && printf 'MQLITE_DB_AUTH_TOKEN="%s"\n' "$db_token"
     [ -n "${MQLITE_MONITOR_TOKENS:-}" ] && printf 'MQLITE_MONITOR_TOKENS="%s"\n' "$MQLITE_MONITOR_TOKENS"
@@ -153,7 +182,7 @@ cat <<MSG
     URL:          http://127.0.0.1:$PORT
     console:      http://127.0.0.1:$PORT/ui  (sign in with the admin token)
     admin token:  ${tokens%%,*}
-    database:     $db_url
+    database:     ${db_value//,/, }
     API docs:     http://127.0.0.1:$PORT/docs (Swagger UI), /redoc, /openapi.json
 
   Try:  curl -s http://127.0.0.1:$PORT/ | python3 -m json.tool

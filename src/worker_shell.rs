@@ -66,12 +66,12 @@ fn binding(env: &Env, name: &str) -> Option<String> {
         .ok()
 }
 
-/// The configuration and the database settings, parsed on the isolate's
-/// first event only (bindings do not change during an isolate's life). A
-/// configuration error is answered 500 on every RPC, and each answer's log
-/// line says what is wrong.
-fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String> {
-    static DATABASE: OnceLock<Result<DatabaseFetch, String>> = OnceLock::new();
+/// The configuration and each database's settings (the catalog first),
+/// parsed on the isolate's first event only (bindings do not change during
+/// an isolate's life). A configuration error is answered 500 on every RPC,
+/// and each answer's log line says what is wrong.
+fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, Vec<DatabaseFetch>), String> {
+    static DATABASES: OnceLock<Result<Vec<DatabaseFetch>, String>> = OnceLock::new();
     let lookup = |name: &str| binding(env, name);
     let config = isolate.config(|name| {
         let value = lookup(name);
@@ -83,10 +83,10 @@ fn setup(isolate: &Isolate, env: &Env) -> Result<(Config, DatabaseFetch), String
         }
         value
     });
-    let database = DATABASE
-        .get_or_init(|| DatabaseFetch::from_env(&lookup))
+    let databases = DATABASES
+        .get_or_init(|| DatabaseFetch::all_from_env(&lookup))
         .clone();
-    Ok((config?, database?))
+    Ok((config?, databases?))
 }
 
 /// Whether wake hints are on (`MQLITE_WAKE`), read on the isolate's first
@@ -108,7 +108,7 @@ fn coalesce_switch(env: &Env) -> bool {
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let isolate = isolate();
-    let (config, transport) = match setup(&isolate, &env) {
+    let (config, databases) = match setup(&isolate, &env) {
         Ok(setup) => setup,
         Err(e) => {
             worker::console_error!("maintenance sweep skipped: {e}");
@@ -116,11 +116,15 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         }
     };
     let effects = Arc::new(Effects::default());
-    let engine = Engine::new(transport, Clock::Database, config.limits.clone())
-        .with_effects(effects.clone())
-        .with_write_health(isolate.write_health.clone());
-    if let Err(e) = engine.sweep(&config.retention).await {
-        worker::console_error!("maintenance sweep failed: {e:?}");
+    // Every database's queues, one database at a time (a cron event's
+    // subrequests are bounded like a request's).
+    for (index, (transport, spec)) in databases.into_iter().zip(&config.databases).enumerate() {
+        let engine = Engine::new(transport, Clock::Database, config.limits.clone())
+            .with_effects(effects.clone())
+            .with_write_health(isolate.write_health_of(index));
+        if let Err(e) = engine.sweep(&config.retention).await {
+            worker::console_error!("maintenance sweep of database {} failed: {e:?}", spec.name);
+        }
     }
     isolate.registry.record_effects(effects.take());
 }
@@ -131,18 +135,21 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> worker::Result<Respo
     let waiter = WorkerWaiter::start(waker.clone());
     let isolate = isolate();
     let woken = Woken::default();
-    let setup = setup(&isolate, &env).map(|(config, database)| {
-        let committer = Committer::from_env(&env, coalesce_switch(&env), database.timeout_ms);
-        (
-            config,
-            WorkerTransport {
-                database,
-                committer,
-                woken: woken.clone(),
-            },
-        )
+    let setup = setup(&isolate, &env).map(|(config, databases)| {
+        let transports = databases
+            .into_iter()
+            .map(|database| {
+                let committer = Committer::from_env(&env, coalesce_switch(&env), &database);
+                WorkerTransport {
+                    database,
+                    committer,
+                    woken: woken.clone(),
+                }
+            })
+            .collect();
+        (config, transports)
     });
-    let service = Service::new(setup, Clock::Database, isolate);
+    let service = Service::over(setup, Clock::Database, isolate);
     let request = http::Request {
         method: req.method().to_string(),
         // The query string rides along: the pgmq dialect reads `?unlogged`.
@@ -361,6 +368,8 @@ impl Waiter for WorkerWaiter {
 /// Hrana pipelines over `fetch`, one POST per call, bounded by a timeout.
 #[derive(Clone)]
 struct DatabaseFetch {
+    /// The database's configured name (docs/databases.md).
+    name: String,
     pipeline_url: String,
     auth_token: Option<String>,
     timeout_ms: u64,
@@ -370,18 +379,32 @@ struct DatabaseFetch {
 }
 
 impl DatabaseFetch {
-    fn from_env(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let url = lookup("MQLITE_DB")
-            .filter(|u| !u.trim().is_empty())
-            .ok_or("MQLITE_DB is not set (the libSQL/Turso database URL)")?;
-        Ok(DatabaseFetch {
-            pipeline_url: pipeline_url(&url),
-            auth_token: lookup("MQLITE_DB_AUTH_TOKEN").filter(|t| !t.is_empty()),
-            timeout_ms: lookup("MQLITE_DB_TIMEOUT_MS")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_DB_TIMEOUT_MS),
-            view_body: true,
-        })
+    /// Every configured database, the catalog first: `MQLITE_DATABASES`,
+    /// or `MQLITE_DB` alone. A database's token is its own secret
+    /// (`MQLITE_DB_AUTH_TOKEN_<NAME>`) or the shared `MQLITE_DB_AUTH_TOKEN`.
+    fn all_from_env(lookup: &impl Fn(&str) -> Option<String>) -> Result<Vec<Self>, String> {
+        let shared_token = lookup("MQLITE_DB_AUTH_TOKEN").filter(|t| !t.is_empty());
+        let timeout_ms = lookup("MQLITE_DB_TIMEOUT_MS")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_DB_TIMEOUT_MS);
+        http::database_specs(lookup)?
+            .into_iter()
+            .map(|spec| {
+                let url = spec
+                    .url
+                    .clone()
+                    .ok_or("MQLITE_DB is not set (the libSQL/Turso database URL)")?;
+                Ok(DatabaseFetch {
+                    pipeline_url: pipeline_url(&url),
+                    auth_token: lookup(&spec.token_var())
+                        .filter(|t| !t.is_empty())
+                        .or_else(|| shared_token.clone()),
+                    timeout_ms,
+                    view_body: true,
+                    name: spec.name,
+                })
+            })
+            .collect()
     }
 
     /// The same database for a Durable Object: its outgoing fetch may read

@@ -2,8 +2,9 @@
 //! production-like runtime behind `make serve` (scripts/dev.sh with
 //! `MQLITE_SERVE=workerd`): the `QueueWaker` Durable Object bound as in
 //! `wrangler.toml`, `[vars]` from `wrangler.toml`, and every `MQLITE_*`
-//! variable of the environment on top (`MQLITE_DB` and `MQLITE_TOKENS`
-//! required; secrets arrive in the environment, never on a command line).
+//! variable of the environment on top (`MQLITE_TOKENS` and `MQLITE_DB` or
+//! `MQLITE_DATABASES` required; secrets arrive in the environment, never
+//! on a command line).
 //! With `--processes N`, N independent workerd processes serve on ports
 //! `--port` … `--port + N - 1`, each with its own objects (as separate
 //! machines would be). Runs until it is signalled or a process exits.
@@ -44,7 +45,13 @@ fn main() {
     let root = env("MQLITE_E2E_ROOT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
-    let db = env("MQLITE_DB").unwrap_or_else(|| fail("MQLITE_DB is not set"));
+    // Several databases (docs/databases.md) reach the Worker as
+    // `MQLITE_DATABASES`, among the variables passed on below.
+    let db = match (env("MQLITE_DB"), env("MQLITE_DATABASES")) {
+        (Some(db), _) => db,
+        (None, Some(_)) => String::new(),
+        (None, None) => fail("MQLITE_DB (or MQLITE_DATABASES) is not set"),
+    };
     let tokens = env("MQLITE_TOKENS").unwrap_or_else(|| fail("MQLITE_TOKENS is not set"));
     let extra: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("MQLITE_") && !k.starts_with("MQLITE_E2E"))

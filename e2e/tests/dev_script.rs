@@ -133,13 +133,26 @@ fn make_dev_keeps_secrets_off_command_lines_and_stops_cleanly() {
 
 #[test]
 fn make_serve_runs_plain_workerd_processes_and_stops_cleanly() {
-    run_script(Runtime::PlainWorkerd { processes: 2 });
+    run_script(Runtime::PlainWorkerd {
+        processes: 2,
+        shards: 1,
+    });
+}
+
+/// `SQLD_SHARDS=3 make serve`: three local databases behind one endpoint
+/// (docs/databases.md).
+#[test]
+fn make_serve_with_sqld_shards_spreads_queues_over_its_databases() {
+    run_script(Runtime::PlainWorkerd {
+        processes: 1,
+        shards: 3,
+    });
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Runtime {
     WranglerDev,
-    PlainWorkerd { processes: u16 },
+    PlainWorkerd { processes: u16, shards: u16 },
 }
 
 fn run_script(runtime: Runtime) {
@@ -156,10 +169,11 @@ fn run_script(runtime: Runtime) {
     let token = secret_token();
     let port = free_port();
     let mut command = Command::new("bash");
-    if let Runtime::PlainWorkerd { processes } = runtime {
+    if let Runtime::PlainWorkerd { processes, shards } = runtime {
         command
             .env("MQLITE_SERVE", "workerd")
-            .env("SERVE_PROCESSES", processes.to_string());
+            .env("SERVE_PROCESSES", processes.to_string())
+            .env("SQLD_SHARDS", shards.to_string());
     }
     let child = command
         .arg("scripts/dev.sh")
@@ -239,8 +253,11 @@ fn run_script(runtime: Runtime) {
             .mode();
         assert_eq!(mode & 0o777, 0o600, ".dev.vars mode {mode:o}");
     }
-    if let Runtime::PlainWorkerd { processes } = runtime {
+    if let Runtime::PlainWorkerd { processes, shards } = runtime {
         concurrent_writes_on_every_process(port, processes, &token);
+        if shards > 1 {
+            queues_spread_over_databases(port, shards, &token);
+        }
     }
 
     let answer = ureq::post(&format!("{url}/mqlite.v1.AdminService/ListQueues"))
@@ -312,6 +329,44 @@ fn run_script(runtime: Runtime) {
     if dev {
         assert!(!dev_vars.exists(), ".dev.vars removed on exit");
     }
+}
+
+/// Queues created through one endpoint land in every database, and
+/// ListQueues says where each lives.
+fn queues_spread_over_databases(port: u16, shards: u16, token: &str) {
+    let rpc = |name: &str, body: String| -> serde_json::Value {
+        let reply = ureq::post(&format!("http://127.0.0.1:{port}/mqlite.v1.{name}"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .send_string(&body)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        reply.into_json().expect("a JSON answer")
+    };
+    // 48 names: all three databases get some but with odds of 1 in 10^8.
+    for i in 0..48 {
+        let name = format!("spread-{port}-{i}");
+        rpc(
+            "AdminService/CreateQueue",
+            format!(r#"{{"name":"{name}","config":{{}}}}"#),
+        );
+    }
+    let listed = rpc("AdminService/ListQueues", "{}".into());
+    let databases: std::collections::BTreeSet<String> = listed["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter(|q| q["name"].as_str().is_some_and(|n| n.starts_with("spread-")))
+        .map(|q| q["database"].as_str().expect("a database").to_owned())
+        .collect();
+    let expected: std::collections::BTreeSet<String> = (1..=shards)
+        .map(|i| {
+            if i == 1 {
+                "main".into()
+            } else {
+                format!("db{i}")
+            }
+        })
+        .collect();
+    assert_eq!(databases, expected, "{listed}");
 }
 
 /// Every process serves, and concurrent Sends through each (its group

@@ -13,6 +13,12 @@
 //!   `503 outcome_unknown` (they did commit), reads are retried, and a Send
 //!   retried with its message id, or a Receive whose answer was lost,
 //!   delivers nothing twice.
+//! * `one_of_three_databases_killed_under_load`: the Worker spans three
+//!   databases (`MQLITE_DATABASES`, docs/databases.md); one that holds
+//!   queues is SIGKILLed while senders write to every queue. Only that
+//!   database's queues fail (503), the others answer every write; after a
+//!   restart every acknowledged message of every queue is delivered, none
+//!   under two seqs.
 //!
 //! Seeded (`MQLITE_FAULTS_SEED`) and bounded in time; prints its figures.
 
@@ -55,6 +61,10 @@ fn main() {
             killed_and_restarted,
         ),
         ("slow_and_cut_answers_through_a_fault_proxy", slow_and_cut),
+        (
+            "one_of_three_databases_killed_under_load",
+            one_of_three_killed,
+        ),
     ];
     let only: Vec<String> = std::env::args()
         .skip(1)
@@ -508,4 +518,217 @@ fn slow_and_cut(tools: &Tools, seed: u64) -> Result<String, String> {
         proxy.forwarded(),
         proxy.faulted()
     ))
+}
+
+const SHARD_QUEUES: usize = 9;
+const SHARD_SENDERS: usize = 3;
+const SHARD_SEND_FOR: Duration = Duration::from_secs(6);
+const SHARD_KILL_AT: Duration = Duration::from_millis(2_000);
+
+/// What the senders of the three-database run saw, by queue.
+#[derive(Default)]
+struct ShardLedger {
+    /// Acknowledged sends: (queue, seq) → message id.
+    acknowledged: HashMap<(String, i64), String>,
+    /// Failed Sends by queue while the victim was down, and unclear answers.
+    failed: BTreeMap<String, u64>,
+    unclear: Vec<String>,
+}
+
+fn one_of_three_killed(tools: &Tools, seed: u64) -> Result<String, String> {
+    let mut databases = (0..3)
+        .map(|_| Database::start(tools))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names = ["main", "db2", "db3"];
+    let list: Vec<String> = names
+        .iter()
+        .zip(&databases)
+        .map(|(name, db)| format!("{name}={}", db.url))
+        .collect();
+    let list = list.join(",");
+    let stack = Stack::start(
+        tools,
+        StackOptions {
+            vars: &[
+                ("MQLITE_DB_TIMEOUT_MS", "2000"),
+                ("MQLITE_DATABASES", &list),
+            ],
+            database_url: Some(String::new()),
+        },
+    )?;
+    let queues: Vec<String> = (0..SHARD_QUEUES).map(|i| format!("shard-{i}")).collect();
+    for queue in &queues {
+        let created = stack.rpc(
+            "AdminService/CreateQueue",
+            &json!({"name": queue, "config": {"dedup_window_ms": 600_000}}),
+        );
+        check!(created.status == 200, "CreateQueue {queue}: {created:?}");
+    }
+    // Where each queue lives, as ListQueues reports it.
+    let listed = stack.rpc("AdminService/ListQueues", &json!({}));
+    check!(listed.status == 200, "ListQueues: {listed:?}");
+    let home: HashMap<String, String> = listed.json()["queues"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|q| {
+            let field = |k: &str| q[k].as_str().unwrap_or("").to_owned();
+            (field("name"), field("database"))
+        })
+        .collect();
+    check!(home.len() == SHARD_QUEUES, "ListQueues: {home:?}");
+    // The victim: a database other than the catalog that holds a queue.
+    let victim = [1usize, 2]
+        .into_iter()
+        .find(|&i| home.values().any(|d| d == names[i]))
+        .ok_or_else(|| format!("no queue outside the catalog: {home:?}"))?;
+    let victim_name = names[victim];
+    let survivors: Vec<&String> = queues.iter().filter(|q| home[*q] != victim_name).collect();
+    check!(
+        !survivors.is_empty(),
+        "every queue on {victim_name}: {home:?}"
+    );
+
+    let stack = Arc::new(stack);
+    let ledger = Arc::new(Mutex::new(ShardLedger::default()));
+    let down = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let senders: Vec<_> = (0..SHARD_SENDERS)
+        .map(|sender| {
+            let (stack, ledger, down) = (stack.clone(), ledger.clone(), down.clone());
+            let queues = queues.clone();
+            let mut rng = Rng::new(seed.wrapping_add(sender as u64));
+            std::thread::spawn(move || {
+                let mut n = 0usize;
+                while started.elapsed() < SHARD_SEND_FOR {
+                    let queue = &queues[rng.below(queues.len())];
+                    let ids: Vec<String> = (n..n + 3)
+                        .map(|i| format!("{queue}-s{sender}-{i}"))
+                        .collect();
+                    n += 3;
+                    let messages: Vec<Value> = ids
+                        .iter()
+                        .map(|id| json!({"body": b64(id), "message_id": id}))
+                        .collect();
+                    let body = json!({"queue": queue, "messages": messages});
+                    // Sent again with the same ids until acknowledged: the
+                    // dedup window answers a batch that did commit.
+                    while started.elapsed() < KILL_DEADLINE {
+                        let reply = stack.rpc("QueueService/Send", &body);
+                        let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+                        if reply.status == 200 {
+                            let seqs = reply.json()["seq_numbers"].clone();
+                            for (i, id) in ids.iter().enumerate() {
+                                if let Some(seq) = seqs[i].as_i64() {
+                                    ledger.acknowledged.insert((queue.clone(), seq), id.clone());
+                                }
+                            }
+                            break;
+                        }
+                        if let Err(e) = clear_failure(&reply) {
+                            ledger.unclear.push(format!("{queue}: {e}"));
+                        }
+                        if down.load(Ordering::SeqCst) {
+                            *ledger.failed.entry(queue.clone()).or_default() += 1;
+                        }
+                        drop(ledger);
+                        std::thread::sleep(Duration::from_millis(100 + rng.below(100) as u64));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(SHARD_KILL_AT);
+    down.store(true, Ordering::SeqCst);
+    databases[victim].kill();
+    std::thread::sleep(
+        SHARD_SEND_FOR.saturating_sub(started.elapsed()) + Duration::from_millis(500),
+    );
+    down.store(false, Ordering::SeqCst);
+    databases[victim].restart()?;
+    for s in senders {
+        s.join().map_err(|_| "a sender panicked")?;
+    }
+    // Every acknowledged message of every queue is there to receive.
+    let mut delivered: HashMap<(String, i64), String> = HashMap::new();
+    for queue in &queues {
+        loop {
+            let got = stack.rpc(
+                "QueueService/Receive",
+                &json!({"queue": queue, "max_messages": 100}),
+            );
+            check!(
+                got.status == 200,
+                "Receive {queue} after the restart: {got:?}"
+            );
+            let messages = got.json()["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if messages.is_empty() {
+                break;
+            }
+            let mut items = Vec::new();
+            for m in &messages {
+                let seq = m["seq_number"].as_i64().unwrap_or(0);
+                let id = m["message_id"].as_str().unwrap_or("").to_owned();
+                delivered.insert((queue.clone(), seq), id);
+                items.push(json!({"seq_number": seq, "lock_token": m["lock_token"]}));
+            }
+            let done = stack.rpc(
+                "QueueService/CompleteBatch",
+                &json!({"queue": queue, "messages": items}),
+            );
+            check!(done.status == 200, "CompleteBatch {queue}: {done:?}");
+        }
+    }
+    let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+    let lost: Vec<_> = ledger
+        .acknowledged
+        .keys()
+        .filter(|k| !delivered.contains_key(*k))
+        .take(5)
+        .collect();
+    let mut seqs_per_id: HashMap<&str, usize> = HashMap::new();
+    for id in delivered.values() {
+        *seqs_per_id.entry(id).or_default() += 1;
+    }
+    let duplicated = seqs_per_id.values().filter(|n| **n > 1).count();
+    let victim_failures: u64 = ledger
+        .failed
+        .iter()
+        .filter(|(q, _)| home[*q] == victim_name)
+        .map(|(_, n)| n)
+        .sum();
+    let figures = format!(
+        "killed {victim_name} (holding {} of {SHARD_QUEUES} queues); acknowledged {}, delivered {}, \
+         lost {}, duplicated {duplicated}; failed Sends while it was down by queue {:?}",
+        SHARD_QUEUES - survivors.len(),
+        ledger.acknowledged.len(),
+        delivered.len(),
+        lost.len(),
+        ledger.failed
+    );
+    check!(
+        ledger.unclear.is_empty(),
+        "unclear failures: {:?}; {figures}",
+        ledger.unclear
+    );
+    check!(
+        victim_failures > 0,
+        "the kill failed no write: it tested nothing; {figures}"
+    );
+    for queue in &survivors {
+        check!(
+            !ledger.failed.contains_key(*queue),
+            "{queue} lives on a live database yet failed; {figures}"
+        );
+    }
+    check!(
+        lost.is_empty(),
+        "acknowledged, never delivered: {lost:?}; {figures}"
+    );
+    check!(duplicated == 0, "message ids under two seqs; {figures}");
+    Ok(figures)
 }

@@ -154,6 +154,23 @@ pub struct AccessKey {
     pub revoked_at_ms: i64,
 }
 
+/// A key as another database's copy of it holds it: its row and digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyCopy {
+    pub key: AccessKey,
+    digest: [u8; 32],
+}
+
+impl KeyCopy {
+    /// The copy of a key just minted.
+    pub fn of(created: &CreatedKey) -> KeyCopy {
+        KeyCopy {
+            key: created.key.clone(),
+            digest: Sha256::digest(created.token.as_bytes()).into(),
+        }
+    }
+}
+
 /// A CreateKey request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NewKey {
@@ -215,11 +232,26 @@ INSERT INTO access_keys (id, name, token_hash, permissions, created_at, expires_
 VALUES (?1, ?2, ?3, ?4, {now}, ?5) ON CONFLICT DO NOTHING RETURNING created_at"
 );
 
+/// A key the catalog made, copied into another database (docs/databases.md):
+/// the same id, digest, permissions and times; a copy there already stays.
+const COPY_KEY: Statement = crate::statement!(
+    "\
+INSERT INTO access_keys (id, name, token_hash, permissions, created_at, expires_at, revoked_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING"
+);
+
 macro_rules! key_columns {
     () => {
         "id, name, permissions, created_at, expires_at, revoked_at"
     };
 }
+
+/// A key by its digest, as ListKeys shows it.
+const KEY_ROW: Statement = crate::statement!(concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM access_keys WHERE token_hash = ?1"
+));
 
 /// ListKeys by id, after `?1`, `?2` rows.
 const KEYS_BY_ID: Statement = crate::statement!(concat!(
@@ -415,6 +447,64 @@ impl<T: Transport> Engine<T> {
     }
 
     /// Revokes a key for good; revoking again keeps the first instant.
+    /// The key whose digest `key` carries, as another database's copy of
+    /// it would hold it (docs/databases.md); `None` when there is none.
+    pub async fn key_copy(&self, key: &KeyCheck) -> Result<Option<KeyCopy>, EngineError> {
+        let mut program = Program::read();
+        let row = program.step(&KEY_ROW, vec![blob(&key.digest)]);
+        let committed = self
+            .run_uncredentialed(&mut program)
+            .await
+            .map_err(|(e, _)| unexpected(e))?;
+        let Some(row) = committed.first_row(row) else {
+            return Ok(None);
+        };
+        let Some(permissions) = Permissions::from_stored(row.int(2)?) else {
+            return Ok(None);
+        };
+        Ok(Some(KeyCopy {
+            key: AccessKey {
+                id: row.text(0)?.to_owned(),
+                name: row.text(1)?.to_owned(),
+                permissions,
+                created_at_ms: row.int(3)?,
+                expires_at_ms: row.int(4)?,
+                revoked_at_ms: row.int(5)?,
+            },
+            digest: key.digest,
+        }))
+    }
+
+    /// Copies a key of the catalog into this database, so that the programs
+    /// that run here check it in their own transaction.
+    pub async fn copy_key(&self, copy: &KeyCopy) -> Result<(), EngineError> {
+        let key = &copy.key;
+        let mut program = Program::write();
+        program.step(
+            &COPY_KEY,
+            vec![
+                key.id.as_str().into(),
+                key.name.as_str().into(),
+                blob(&copy.digest),
+                key.permissions.0.into(),
+                key.created_at_ms.into(),
+                key.expires_at_ms.into(),
+                key.revoked_at_ms.into(),
+            ],
+        );
+        self.run(&mut program).await.map_err(unexpected)?;
+        Ok(())
+    }
+
+    /// Revokes this database's copy of key `id`, if it holds one.
+    pub async fn revoke_copy(&self, id: &str) -> Result<(), EngineError> {
+        check_id(id)?;
+        let mut program = Program::write();
+        program.step(&REVOKE, vec![id.into()]);
+        self.run(&mut program).await.map_err(unexpected)?;
+        Ok(())
+    }
+
     pub async fn revoke_key(&self, id: &str) -> Result<(), EngineError> {
         check_id(id)?;
         let mut program = Program::write();

@@ -11,6 +11,7 @@ mod keys;
 mod maintenance;
 mod peek;
 pub mod pgmq;
+mod placement;
 #[cfg(test)]
 mod plans;
 mod queue_rows;
@@ -34,8 +35,8 @@ pub use effects::{
     StorageOutcome, Task,
 };
 pub use keys::{
-    is_managed_format, AccessKey, CreatedKey, KeyCheck, KeyPage, KeySort, KeyState, NewKey,
-    Permissions,
+    is_managed_format, AccessKey, CreatedKey, KeyCheck, KeyCopy, KeyPage, KeySort, KeyState,
+    NewKey, Permissions,
 };
 pub use peek::{PeekRequest, PeekedMessage};
 pub use queues::{QueueConfigInput, QueueSummary};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use mqlite_libsql::Database;
 
 use super::{
-    admin, deferred, dlq, keys, maintenance, peek, pgmq, receive, send, send_fold, settle,
-    settle_fold, stats,
+    admin, deferred, dlq, keys, maintenance, peek, pgmq, placement, receive, send, send_fold,
+    settle, settle_fold, stats,
 };
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
@@ -590,6 +590,25 @@ fn whole_queue_statements_seek_every_index_arm() {
         ] {
             assert_uses(name, &d, index);
         }
+    }
+}
+
+/// A placement (docs/databases.md) is read and written by its name, the
+/// primary key of a table without rowids.
+#[test]
+fn placements_are_found_by_name() {
+    for (name, d) in [
+        (
+            "placement of",
+            plan(&placement::PLACEMENT_OF, vec![text("q")]),
+        ),
+        (
+            "place beside",
+            plan(&placement::PLACE_BESIDE, vec![text("s"), text("t")]),
+        ),
+    ] {
+        assert_uses(name, &d, "placements USING PRIMARY KEY (name=?)");
+        assert_no_scan_of(name, &d, "placements");
     }
 }
 

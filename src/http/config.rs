@@ -32,8 +32,11 @@ pub struct Config {
     /// The admin console at `/ui` (docs/http-api.md): on unless `MQLITE_UI` is
     /// `off`, `false`, `0` or `no`.
     pub ui: bool,
-    /// The database URL as Status may show it (docs/http-api.md#rpcs).
+    /// The catalog database's URL as Status may show it (docs/http-api.md#rpcs).
     pub location: String,
+    /// The databases, the catalog first (`MQLITE_DATABASES`, or `MQLITE_DB`
+    /// alone; docs/databases.md).
+    pub databases: Vec<super::databases::DatabaseSpec>,
     /// The pgmq dialect's keys, CORS origins and caps.
     pub pgmq: PgmqSettings,
 }
@@ -131,7 +134,13 @@ impl Config {
                 .any(|off| v.trim().eq_ignore_ascii_case(off))
         });
         let pgmq = PgmqSettings::from_vars(&var)?;
+        let databases = super::databases::database_specs(&var)?;
+        let location = databases
+            .first()
+            .and_then(|catalog| catalog.url.as_deref())
+            .map_or_else(|| "remote".into(), masked_location);
         Ok(Config {
+            databases,
             pgmq,
             auth,
             cors,
@@ -139,7 +148,7 @@ impl Config {
             monitor_tokens,
             metrics,
             ui,
-            location: var("MQLITE_DB").map_or_else(|| "remote".into(), |url| masked_location(&url)),
+            location,
             max_request_bytes: positive("MQLITE_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES),
             limits: Limits {
                 max_message_bytes: positive("MQLITE_MAX_MESSAGE_BYTES", defaults.max_message_bytes),

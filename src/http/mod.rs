@@ -11,6 +11,7 @@ mod auth;
 mod card;
 mod config;
 mod console;
+mod databases;
 mod docs;
 mod known_keys;
 mod pgmq;
@@ -19,6 +20,7 @@ mod rpc;
 
 pub use auth::{Access, Permission, Principal};
 pub use config::{masked_location, AuthMode, Config, PgmqSettings};
+pub use databases::{database_specs, rendezvous, DatabaseSpec, Databases, Placements};
 pub use docs::OPENAPI_ETAG;
 #[cfg(not(target_arch = "wasm32"))]
 pub use docs::OPENAPI_JSON;
@@ -260,7 +262,13 @@ pub struct Isolate {
     pub started_at_ms: i64,
     pub topics: Arc<TopicCache>,
     pub registry: Arc<Registry>,
+    /// The catalog database's write breaker (the first database listed).
     pub write_health: Arc<WriteHealth>,
+    /// The write breakers of the other databases, in configuration order:
+    /// a stalled database pauses only its own writes.
+    other_health: std::sync::Mutex<Vec<Arc<WriteHealth>>>,
+    /// Where the names this isolate has seen live (docs/databases.md).
+    pub placements: Arc<Placements>,
     pub keys: KnownKeys,
     /// The deployment's configuration, read on the isolate's first request:
     /// vars and secrets do not change during an isolate's life.
@@ -278,9 +286,36 @@ impl Isolate {
                 Policy::default(),
                 Arc::new(|| Clock::Database.wall_ms()),
             )),
+            other_health: Default::default(),
+            placements: Arc::default(),
             keys: KnownKeys::default(),
             config: OnceLock::new(),
         }
+    }
+
+    /// The write breaker of the `index`-th database (0: the catalog), made
+    /// on first use with the catalog's policy and clock.
+    pub fn write_health_of(&self, index: usize) -> Arc<WriteHealth> {
+        let Some(other) = index.checked_sub(1) else {
+            return self.write_health.clone();
+        };
+        let Ok(mut others) = self.other_health.lock() else {
+            return self.write_health.clone();
+        };
+        while others.len() <= other {
+            others.push(Arc::new(self.write_health.fresh()));
+        }
+        others[other].clone()
+    }
+
+    /// Whether any database's writes are paused.
+    pub fn writes_paused(&self) -> bool {
+        let paused = |h: &WriteHealth| h.state() == crate::store::WriteState::Paused;
+        paused(&self.write_health)
+            || self
+                .other_health
+                .lock()
+                .is_ok_and(|others| others.iter().any(|h| paused(h)))
     }
 
     /// The configuration, parsed through `var` the first time only.
@@ -295,10 +330,10 @@ impl Isolate {
     }
 }
 
-/// The broker for one request: configuration plus an engine over a
-/// database transport.
+/// The broker for one request: configuration plus an engine over each
+/// database's transport.
 pub struct Service<T> {
-    setup: Result<(Config, Engine<T>), String>,
+    setup: Result<(Config, Databases<T>), String>,
     isolate: Arc<Isolate>,
     /// What the engine did for the request being served, recorded into the
     /// isolate's counters when it finishes.
@@ -306,17 +341,42 @@ pub struct Service<T> {
 }
 
 impl<T: Transport> Service<T> {
-    /// A configuration error (including a missing database) is kept and
-    /// answered as 500 on every RPC, never by serving with a weaker
-    /// configuration.
+    /// A broker over one database. A configuration error (including a
+    /// missing database) is kept and answered as 500 on every RPC, never by
+    /// serving with a weaker configuration.
     pub fn new(setup: Result<(Config, T), String>, clock: Clock, isolate: Arc<Isolate>) -> Self {
+        Self::over(setup.map(|(config, t)| (config, vec![t])), clock, isolate)
+    }
+
+    /// A broker over `transports`, one per configured database in
+    /// configuration order (docs/databases.md).
+    pub fn over(
+        setup: Result<(Config, Vec<T>), String>,
+        clock: Clock,
+        isolate: Arc<Isolate>,
+    ) -> Self {
         let effects = Arc::new(Effects::default());
-        let setup = setup.map(|(config, transport)| {
-            let engine = Engine::new(transport, clock, config.limits.clone())
-                .with_topics(isolate.topics.clone())
-                .with_effects(effects.clone())
-                .with_write_health(isolate.write_health.clone());
-            (config, engine)
+        let setup = setup.and_then(|(config, transports)| {
+            if transports.len() != config.databases.len() {
+                return Err(format!(
+                    "{} database transports for {} configured databases",
+                    transports.len(),
+                    config.databases.len()
+                ));
+            }
+            let engines = transports
+                .into_iter()
+                .enumerate()
+                .map(|(index, transport)| {
+                    Engine::new(transport, clock.clone(), config.limits.clone())
+                        .with_topics(isolate.topics.clone())
+                        .with_effects(effects.clone())
+                        .with_write_health(isolate.write_health_of(index))
+                })
+                .collect();
+            let names = config.databases.iter().map(|d| d.name.clone()).collect();
+            let databases = Databases::new(names, engines, isolate.placements.clone());
+            Ok((config, databases))
         });
         Service {
             setup,
@@ -325,9 +385,9 @@ impl<T: Transport> Service<T> {
         }
     }
 
-    /// The engine, when the configuration is valid.
+    /// The catalog database's engine, when the configuration is valid.
     pub fn engine(&self) -> Option<&Engine<T>> {
-        self.setup.as_ref().ok().map(|(_, engine)| engine)
+        self.setup.as_ref().ok().map(|(_, dbs)| dbs.catalog())
     }
 
     pub async fn handle(
@@ -375,8 +435,8 @@ impl<T: Transport> Service<T> {
         if let Some(response) = docs::serve(&request.method, path, revalidating) {
             return response;
         }
-        let (config, engine) = match &self.setup {
-            Ok((config, engine)) => (config, engine),
+        let (config, databases) = match &self.setup {
+            Ok((config, databases)) => (config, databases),
             Err(_) if path == "/healthz" => return healthz(),
             // The answer does not describe the configuration to whoever
             // asks: the log line does.
@@ -404,6 +464,8 @@ impl<T: Transport> Service<T> {
             _ => routes::find(path).map(Target::Rpc),
         };
         let registry = &self.isolate.registry;
+        // Managed keys are looked up in the catalog (docs/databases.md).
+        let engine = databases.catalog();
         let principal = match auth::authenticate(
             &config.auth,
             &config.monitor_tokens,
@@ -468,12 +530,14 @@ impl<T: Transport> Service<T> {
         };
         let response = match &key {
             Some(key) => {
-                let engine = engine.for_key(key.clone());
-                self.serve(config, &engine, target, &principal, request, body, waiter)
-                    .await
+                let databases = databases.for_key(key.clone());
+                self.serve(
+                    config, &databases, target, &principal, request, body, waiter,
+                )
+                .await
             }
             None => {
-                self.serve(config, engine, target, &principal, request, body, waiter)
+                self.serve(config, databases, target, &principal, request, body, waiter)
                     .await
             }
         };
@@ -485,6 +549,11 @@ impl<T: Transport> Service<T> {
         let (response, outcome) = match key {
             Some(key) if !key.is_verified() && (!looked_up || refused) => {
                 match admit(engine, &self.isolate.keys, &key, true).await {
+                    Ok(()) if refused && databases.all().len() > 1 => {
+                        let message = heal_key(databases, &key).await;
+                        let e = ApiError::new(ErrorCode::Unavailable, message);
+                        (Response::error(&e), AuthOutcome::Success)
+                    }
                     Ok(()) => (response, AuthOutcome::Success),
                     Err((e, outcome)) => (Response::error(&e), outcome),
                 }
@@ -538,7 +607,7 @@ impl<T: Transport> Service<T> {
     async fn serve(
         &self,
         config: &Config,
-        engine: &Engine<T>,
+        databases: &Databases<T>,
         target: Target,
         principal: &Principal,
         request: &Request,
@@ -553,7 +622,7 @@ impl<T: Transport> Service<T> {
             waiter,
         };
         let route = match target {
-            Target::Metrics => return metrics(engine, &context).await,
+            Target::Metrics => return metrics(databases, &context).await,
             Target::Rpc(route) => route,
         };
         if request.method != "POST" {
@@ -567,7 +636,7 @@ impl<T: Transport> Service<T> {
         } else {
             Vec::new()
         };
-        let mut response = match rpc::call(engine, route.rpc, body, &context).await {
+        let mut response = match rpc::call(databases, route.rpc, body, &context).await {
             Ok(json) => Response::json(200, json),
             Err(e) => Response::error(&e),
         };
@@ -586,10 +655,10 @@ impl<T: Transport> Service<T> {
 
 /// `GET /metrics` (docs/http-api.md#metrics): the Observe observation as Prometheus text.
 async fn metrics<T: Transport, W: Waiter>(
-    engine: &Engine<T>,
+    databases: &Databases<T>,
     context: &rpc::Context<'_, W>,
 ) -> Response {
-    match rpc::observe(engine, context).await {
+    match rpc::observe(databases, context).await {
         Ok(observation) => Response::new(
             200,
             vec![
@@ -658,6 +727,17 @@ async fn admit<T: Transport>(
         KeyState::Unknown => refused(AuthOutcome::Invalid),
         KeyState::Revoked => refused(AuthOutcome::Revoked),
         KeyState::Expired => refused(AuthOutcome::Expired),
+    }
+}
+
+/// After a database refused a managed key the catalog holds valid: that
+/// database lacked its copy (it was added after the key was minted), which
+/// is made now. Nothing ran, so the request answers `503` with these words,
+/// and its retry passes (docs/databases.md).
+async fn heal_key<T: Transport>(databases: &Databases<T>, key: &KeyCheck) -> String {
+    match databases.copy_key_everywhere(key).await {
+        Ok(()) => "a database had no copy of this key yet; it has one now: retry".to_owned(),
+        Err(e) => format!("a database has no copy of this key, and copying it failed: {e:?}"),
     }
 }
 

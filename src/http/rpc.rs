@@ -7,17 +7,19 @@ use serde::Serialize;
 use super::auth::Principal;
 use super::config::Config;
 use super::routes::Rpc;
+use super::Databases;
 use super::Isolate;
 use crate::engine::{
-    Effects, Engine, EngineError, KeyCheck, KeySort, KeyState, Settlement, Waiter,
+    Effects, Engine, EngineError, EntityCounts, KeyCheck, KeyCopy, KeySort, KeyState, Settlement,
+    Waiter,
 };
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
-use crate::store::{Transport, WriteState};
+use crate::store::Transport;
 use crate::wire::admin::{
     CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, Empty, ListQueuesResponse,
-    ListSubscriptionsResponse, PurgeRequest, PurgeResponse, RedriveRequest, RedriveResponse,
-    StatusResponse, SubscribeRequest, TestFilterRequest, TestFilterResponse,
+    ListSubscriptionsResponse, PurgeRequest, PurgeResponse, QueueOut, RedriveRequest,
+    RedriveResponse, StatusResponse, SubscribeRequest, TestFilterRequest, TestFilterResponse,
 };
 use crate::wire::keys::{
     CreateKeyRequest, CreateKeyResponse, ListKeysRequest, ListKeysResponse, RevokeKeyRequest,
@@ -52,23 +54,26 @@ pub struct Context<'a, W> {
 }
 
 pub async fn call<T: Transport, W: Waiter>(
-    engine: &Engine<T>,
+    databases: &Databases<T>,
     rpc: Rpc,
     body: Vec<u8>,
     context: &Context<'_, W>,
 ) -> Result<String, ApiError> {
     let waiter = context.waiter;
+    let catalog = databases.catalog();
     match rpc {
         Rpc::Send | Rpc::Schedule => {
             let request: SendRequest = decode(&body)?;
             // The decoded bodies replace the request bytes: holding both
             // through the database call would double the peak.
             drop(body);
+            let engine = databases.of(&request.queue).await?;
             let seq_numbers = engine.send(&request.into()).await?;
             json(&SendResponse { seq_numbers })
         }
         Rpc::Receive => {
             let request: ReceiveRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             let (messages, _) = engine.receive(&request.into(), waiter).await?;
             json(&ReceiveResponse {
                 messages: messages.into_iter().map(Into::into).collect(),
@@ -82,17 +87,20 @@ pub async fn call<T: Transport, W: Waiter>(
                 Rpc::Defer => Settlement::Defer,
                 _ => Settlement::Complete,
             };
+            let engine = databases.of(&request.queue).await?;
             engine.settle(&request.target(), &how).await?;
             json(&OkResponse { ok: true })
         }
         Rpc::Renew => {
             let request: SettleRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             engine.renew(&request.target()).await?;
             json(&OkResponse { ok: true })
         }
         Rpc::CompleteBatch | Rpc::RenewBatch => {
             let request: BatchItemsRequest = decode(&body)?;
             let items = request.items();
+            let engine = databases.of(&request.queue).await?;
             let results = if rpc == Rpc::CompleteBatch {
                 engine.complete_batch(&request.queue, &items).await?
             } else {
@@ -104,6 +112,7 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::ReceiveDeferred => {
             let request: ReceiveDeferredRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             let messages = engine
                 .receive_deferred(&request.queue, &request.seq_numbers)
                 .await?;
@@ -113,11 +122,13 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::Cancel => {
             let request: CancelRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             engine.cancel(&request.queue, request.seq_number).await?;
             json(&OkResponse { ok: true })
         }
         Rpc::Peek => {
             let request: PeekRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             let messages = engine.peek(&request.into()).await?;
             json(&PeekResponse {
                 messages: messages.into_iter().map(Into::into).collect(),
@@ -125,68 +136,104 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::Stats => {
             let request: StatsRequest = decode(&body)?;
-            let stats = engine.stats(&request.queue).await?;
+            let stats = databases
+                .of(&request.queue)
+                .await?
+                .stats(&request.queue)
+                .await?;
             json(&StatsResponse::from(stats))
         }
         Rpc::CreateQueue => {
             let request: CreateQueueRequest = decode(&body)?;
             let config = request.config.unwrap_or_default().into();
+            let engine = databases.placing(&request.name).await?;
             engine.create_queue(&request.name, &config).await?;
             json(&Empty {})
         }
         Rpc::Redrive => {
             let request: RedriveRequest = decode(&body)?;
-            let moved = engine.redrive(&request.into(), waiter).await?;
+            let request: crate::engine::RedriveRequest = request.into();
+            let target = &request.target;
+            if !target.is_empty() && !databases.together(&request.queue, target).await? {
+                return Err(EngineError::InvalidArgument(format!(
+                    "mqlite: redrive target {target:?} lives in another database than {:?}: \
+                     a redrive moves messages within one database (docs/databases.md)",
+                    request.queue
+                ))
+                .into());
+            }
+            let engine = databases.of(&request.queue).await?;
+            let moved = engine.redrive(&request, waiter).await?;
             json(&RedriveResponse { moved })
         }
         Rpc::Purge => {
             let request: PurgeRequest = decode(&body)?;
+            let engine = databases.of(&request.queue).await?;
             let purged = engine
                 .purge(&request.queue, request.max, request.older_than_ms)
                 .await?;
             json(&PurgeResponse { purged })
         }
         Rpc::ListQueues => {
-            let queues = engine.list_queues().await?;
-            json(&ListQueuesResponse {
-                queues: queues.into_iter().map(Into::into).collect(),
-            })
+            let each = databases.each(Engine::list_queues).await?;
+            // Several databases: each queue says which holds it.
+            let several = each.len() > 1;
+            let mut queues: Vec<QueueOut> = each
+                .into_iter()
+                .zip(databases.names())
+                .flat_map(|(queues, database)| {
+                    queues.into_iter().map(move |q| QueueOut {
+                        database: several.then(|| database.clone()),
+                        ..q.into()
+                    })
+                })
+                .collect();
+            queues.sort_by(|a, b| a.name.cmp(&b.name));
+            json(&ListQueuesResponse { queues })
         }
         Rpc::Subscribe => {
             let request: SubscribeRequest = decode(&body)?;
             let expr = request.filter.map(|f| f.expr).unwrap_or_default();
+            let engine = databases
+                .placing_beside(&request.name, &request.topic)
+                .await?;
             engine
                 .subscribe(&request.topic, &request.name, &expr)
                 .await?;
             json(&Empty {})
         }
         Rpc::ListSubscriptions => {
-            let subscriptions = engine.list_subscriptions().await?;
+            let mut subscriptions: Vec<_> = databases.gather(Engine::list_subscriptions).await?;
+            subscriptions.sort_by(|a, b| (&a.topic, &a.name).cmp(&(&b.topic, &b.name)));
             json(&ListSubscriptionsResponse {
                 subscriptions: subscriptions.into_iter().map(Into::into).collect(),
             })
         }
         Rpc::TestFilter => {
             let request: TestFilterRequest = decode(&body)?;
-            let sample = request.sample(engine.clock().wall_ms());
-            let result = engine.test_filter(&request.expr, sample.as_ref());
+            let sample = request.sample(catalog.clock().wall_ms());
+            let result = catalog.test_filter(&request.expr, sample.as_ref());
             json(&TestFilterResponse::from(result))
         }
         Rpc::DeleteQueue => {
             let request: DeleteQueueRequest = decode(&body)?;
+            let engine = databases.of(&request.name).await?;
             engine
                 .delete_queue(&request.name, &request.generation)
                 .await?;
             json(&DeleteQueueResponse { deleted: true })
         }
-        Rpc::Status => status(engine, context).await,
+        Rpc::Status => status(databases, context).await,
         Rpc::Observe => {
             let _: ObserveRequest = decode(&body)?;
-            json(&observe(engine, context).await?)
+            json(&observe(databases, context).await?)
         }
         Rpc::CreateKey => {
             let request: CreateKeyRequest = decode(&body)?;
-            let created = engine.create_key(&request.into()).await?;
+            let created = catalog.create_key(&request.into()).await?;
+            // Every database checks the key itself (docs/databases.md).
+            let copy = KeyCopy::of(&created);
+            databases.copy_to_others(|e| e.copy_key(&copy)).await?;
             // This isolate just minted it: its first use needs no lookup.
             if let Some(key) = KeyCheck::from_token(&created.token, created.key.permissions) {
                 let state = KeyState::Valid(created.key.permissions);
@@ -197,14 +244,17 @@ pub async fn call<T: Transport, W: Waiter>(
         Rpc::ListKeys => {
             let request: ListKeysRequest = decode(&body)?;
             let sort = KeySort::parse(&request.sort)?;
-            let page = engine
+            let page = catalog
                 .list_keys(&request.after_id, request.limit, sort)
                 .await?;
             json(&ListKeysResponse::from(page))
         }
         Rpc::RevokeKey => {
             let request: RevokeKeyRequest = decode(&body)?;
-            engine.revoke_key(&request.id).await?;
+            catalog.revoke_key(&request.id).await?;
+            databases
+                .copy_to_others(|e| e.revoke_copy(&request.id))
+                .await?;
             json(&OkResponse { ok: true })
         }
     }
@@ -218,18 +268,24 @@ fn json(value: &impl Serialize) -> Result<String, ApiError> {
 /// Status (docs/http-api.md#rpcs): one read for the ping and the counts; a failed read
 /// reports `ping_ms: -1` and zero counts rather than failing the call.
 async fn status<T: Transport, W: Waiter>(
-    engine: &Engine<T>,
+    databases: &Databases<T>,
     context: &Context<'_, W>,
 ) -> Result<String, ApiError> {
     let started = context.waiter.elapsed_ms();
-    let counts = engine.entity_counts().await;
+    let counts = databases.each(Engine::entity_counts).await.map(|each| {
+        each.into_iter()
+            .fold(EntityCounts::default(), |sum, counts| EntityCounts {
+                queues: sum.queues + counts.queues,
+                subscriptions: sum.subscriptions + counts.subscriptions,
+            })
+    });
     let ping_ms = context.waiter.elapsed_ms().saturating_sub(started) as i64;
     let (ping_ms, counts) = match counts {
         Ok(counts) => (ping_ms, counts),
         Err(EngineError::CredentialRejected) => return Err(EngineError::CredentialRejected.into()),
         Err(_) => (-1, Default::default()),
     };
-    let uptime_ms = engine.clock().wall_ms() - context.isolate.started_at_ms;
+    let uptime_ms = databases.catalog().clock().wall_ms() - context.isolate.started_at_ms;
     json(&StatusResponse {
         version: env!("CARGO_PKG_VERSION"),
         backend: "remote libSQL/Turso",
@@ -242,9 +298,10 @@ async fn status<T: Transport, W: Waiter>(
         subscriptions: counts.subscriptions,
         uptime_ms: uptime_ms.max(0),
         auth: context.config.auth_enabled(),
-        writes: match context.isolate.write_health.state() {
-            WriteState::Accepting => "accepting",
-            WriteState::Paused => "paused",
+        writes: if context.isolate.writes_paused() {
+            "paused"
+        } else {
+            "accepting"
         },
     })
 }
@@ -254,11 +311,14 @@ async fn status<T: Transport, W: Waiter>(
 /// reported as unavailable, never as zeros; a refused managed key is not a
 /// collection failure but the request's answer.
 pub async fn observe<T: Transport, W: Waiter>(
-    engine: &Engine<T>,
+    databases: &Databases<T>,
     context: &Context<'_, W>,
 ) -> Result<ObserveResponse, ApiError> {
     let started = context.waiter.elapsed_ms();
-    let gauges = engine.gauges().await;
+    let gauges = databases.gather(Engine::gauges).await.map(|mut gauges| {
+        gauges.sort_by(|a, b| a.queue.cmp(&b.queue));
+        gauges
+    });
     let seconds = context.waiter.elapsed_ms().saturating_sub(started) as f64 / 1000.0;
     let result = match gauges {
         Ok(queues) => Ok(queues),
@@ -278,6 +338,6 @@ pub async fn observe<T: Transport, W: Waiter>(
     Ok(registry.observe(
         context.principal.access_name(),
         &collection,
-        engine.clock().wall_ms(),
+        databases.catalog().clock().wall_ms(),
     ))
 }

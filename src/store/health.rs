@@ -114,6 +114,12 @@ impl WriteHealth {
         }
     }
 
+    /// A closed breaker with this one's policy and clock, for another
+    /// database (each database's writes stall on their own).
+    pub fn fresh(&self) -> WriteHealth {
+        WriteHealth::new(self.policy, self.now.clone())
+    }
+
     /// A permit to send a write, or how long writes stay refused.
     pub fn admit(&self) -> Result<WritePermit<'_>, i64> {
         let now = (self.now)();

@@ -59,6 +59,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_state_index_without_hot_rows.sql",
         sql: include_str!("../../migrations/0008_state_index_without_hot_rows.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_placements.sql",
+        sql: include_str!("../../migrations/0009_placements.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

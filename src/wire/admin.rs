@@ -76,6 +76,10 @@ pub struct QueueOut {
     pub dedup_window_ms: i64,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub generation: String,
+    /// [Worker extension] The database the queue lives in, when the
+    /// deployment has several (docs/databases.md); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
 }
 
 impl From<QueueSummary> for QueueOut {
@@ -88,6 +92,7 @@ impl From<QueueSummary> for QueueOut {
             default_ttl_ms: q.default_ttl_ms,
             dedup_window_ms: q.dedup_window_ms,
             generation: q.generation,
+            database: None,
         }
     }
 }

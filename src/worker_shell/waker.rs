@@ -65,7 +65,8 @@ enum Fault {
 pub struct QueueWaker {
     board: RefCell<Board<Waiting>>,
     coalescer: Coalescer,
-    database: std::result::Result<DatabaseFetch, String>,
+    /// Every configured database: the queue's writes name theirs.
+    databases: std::result::Result<Vec<DatabaseFetch>, String>,
     fault: Fault,
 }
 
@@ -80,8 +81,8 @@ impl DurableObject for QueueWaker {
         QueueWaker {
             board: RefCell::new(Board::default()),
             coalescer: Coalescer::default().folding(crate::engine::FOLDS),
-            database: DatabaseFetch::from_env(&|name| super::binding(&env, name))
-                .map(DatabaseFetch::copying_body),
+            databases: DatabaseFetch::all_from_env(&|name| super::binding(&env, name))
+                .map(|all| all.into_iter().map(DatabaseFetch::copying_body).collect()),
             fault,
         }
     }
@@ -91,7 +92,7 @@ impl DurableObject for QueueWaker {
         let target = crate::http::path_and_query(&url);
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         if path == "/commit" {
-            return self.commit(&mut req).await;
+            return self.commit(&mut req, query).await;
         }
         if self.fault == Fault::Error {
             return Response::error("wake fault injected", 500);
@@ -142,13 +143,19 @@ impl QueueWaker {
     /// that wakes (`x-mqlite-wakes: 1`) and committed wakes this board's
     /// waiters at the batch's clock, so the Worker sends no hint for it
     /// (the answer says `x-mqlite-group-woke: 1`).
-    async fn commit(&self, req: &mut Request) -> Result<Response> {
-        let database = match (&self.database, self.fault) {
+    async fn commit(&self, req: &mut Request, query: &str) -> Result<Response> {
+        let databases = match (&self.databases, self.fault) {
             (_, Fault::Error) => {
                 return verdict_response(GROUP_UNAVAILABLE, "fault injected", None)
             }
             (Err(e), _) => return verdict_response(GROUP_UNAVAILABLE, e, None),
-            (Ok(database), _) => database,
+            (Ok(databases), _) => databases,
+        };
+        // `db=<name>`: the database the queue lives in, which never changes
+        // (docs/databases.md), so every write of this object names the same.
+        let named = query.strip_prefix("db=").unwrap_or_default();
+        let Some(database) = databases.iter().find(|d| d.name == named) else {
+            return verdict_response(GROUP_UNAVAILABLE, "unknown database", None);
         };
         let wakes = req.headers().get(WAKES)?.is_some_and(|v| v == "1");
         let body = req.text().await?;
@@ -230,6 +237,8 @@ pub fn coalescing_on(switch: Option<String>) -> bool {
 #[derive(Clone)]
 pub struct Committer {
     namespace: ObjectNamespace,
+    /// The object's path for this database's writes (`/commit?db=<name>`).
+    path: String,
     /// Bound on one call: the batch before it and its own.
     timeout_ms: u64,
 }
@@ -249,13 +258,14 @@ pub enum Grouped {
 
 impl Committer {
     /// The binding, unless absent or `on` is false (`MQLITE_COALESCE=off`).
-    pub fn from_env(env: &Env, on: bool, db_timeout_ms: u64) -> Option<Self> {
+    pub fn from_env(env: &Env, on: bool, database: &DatabaseFetch) -> Option<Self> {
         if !on {
             return None;
         }
         env.durable_object(BINDING).ok().map(|namespace| Committer {
             namespace,
-            timeout_ms: 2 * db_timeout_ms + PARK_SLACK_MS,
+            path: format!("{ORIGIN}/commit?db={}", database.name),
+            timeout_ms: 2 * database.timeout_ms + PARK_SLACK_MS,
         })
     }
 
@@ -276,7 +286,7 @@ impl Committer {
                 init.with_headers(headers);
             }
         }
-        let Ok(request) = Request::new_with_init(&format!("{ORIGIN}/commit"), &init) else {
+        let Ok(request) = Request::new_with_init(&self.path, &init) else {
             return Grouped::Direct;
         };
         let exchange = async {

@@ -5,6 +5,7 @@ use serde_json::json;
 use super::routes::{Handler, Params, PgmqRoute};
 use super::{error, Body, Config, Response};
 use crate::engine::{Engine, Waiter};
+use crate::http::Databases;
 use crate::store::Transport;
 use crate::wire::pgmq::{self as wire, validate, PgmqCode, PgmqError, ReadKind};
 
@@ -30,15 +31,16 @@ pub(super) fn health(auth_enabled: bool) -> Response {
     )
 }
 
-/// The public routes: health, and readiness (one database ping).
+/// The public routes: health, and readiness (one ping of every database,
+/// at once).
 pub(super) async fn public<T: Transport>(
     handler: Handler,
     config: &Config,
-    engine: &Engine<T>,
+    databases: &Databases<T>,
 ) -> Response {
     match handler {
-        Handler::Ready => match engine.pgmq_ping().await {
-            Ok(()) => Response::json(200, json!({"status": "ok"}).to_string()),
+        Handler::Ready => match databases.each(Engine::pgmq_ping).await {
+            Ok(_) => Response::json(200, json!({"status": "ok"}).to_string()),
             Err(e) => error(&PgmqError::new(
                 PgmqCode::DependencyUnavailable,
                 format!("the database did not answer: {}", PgmqError::from(e).body()),
@@ -51,18 +53,25 @@ pub(super) async fn public<T: Transport>(
 impl<W: Waiter> Call<'_, W> {
     pub(super) async fn serve<T: Transport>(
         &self,
-        engine: &Engine<T>,
+        databases: &Databases<T>,
         body: impl Body,
     ) -> Response {
         let (status, result) = match self.route.handler {
             Handler::Health | Handler::Ready => {
-                return public(self.route.handler, self.config, engine).await
+                return public(self.route.handler, self.config, databases).await
             }
-            Handler::Send | Handler::SendBatch => (201, self.send(engine, body).await),
-            Handler::CreateQueue => (201, self.create(engine).await),
-            Handler::DropQueue => (204, self.drop_queue(engine).await),
-            Handler::DeleteOne | Handler::ArchiveOne => (204, self.one_by_id(engine).await),
-            _ => (200, self.other(engine, body).await),
+            Handler::CreateQueue => (201, self.create(databases).await),
+            Handler::ListQueues => (200, list(databases).await),
+            Handler::MetricsAll => (200, metrics_all(databases).await),
+            handler => match databases.of(self.queue()).await {
+                Err(e) => (200, Err(e.into())),
+                Ok(engine) => match handler {
+                    Handler::Send | Handler::SendBatch => (201, self.send(engine, body).await),
+                    Handler::DropQueue => (204, self.drop_queue(engine).await),
+                    Handler::DeleteOne | Handler::ArchiveOne => (204, self.one_by_id(engine).await),
+                    _ => (200, self.other(engine, body).await),
+                },
+            },
         };
         match result {
             Ok(body) if status == 204 => Response::new(204, Vec::new(), body.into_bytes()),
@@ -81,10 +90,11 @@ impl<W: Waiter> Call<'_, W> {
             .map_err(|e| PgmqError::new(PgmqCode::PayloadTooLarge, e.message))
     }
 
-    async fn create<T: Transport>(&self, engine: &Engine<T>) -> Result<String, PgmqError> {
+    async fn create<T: Transport>(&self, databases: &Databases<T>) -> Result<String, PgmqError> {
         let unlogged = query_param(self.query, "unlogged");
         let unlogged = validate::query_bool("unlogged", unlogged.as_deref())?;
         wire::check_queue_name(self.queue())?;
+        let engine = databases.placing(self.queue()).await?;
         engine.pgmq_create(self.queue()).await?;
         Ok(json!({"queue_name": self.queue(), "unlogged": unlogged}).to_string())
     }
@@ -152,15 +162,9 @@ impl<W: Waiter> Call<'_, W> {
         let caps = self.config.pgmq.caps;
         let queue = self.queue();
         match self.route.handler {
-            Handler::ListQueues => Ok(wire::queues_json(&engine.pgmq_list().await?)),
             Handler::Purge => {
                 let purged = engine.pgmq_purge(queue).await?;
                 Ok(json!({ "purged": purged }).to_string())
-            }
-            Handler::MetricsAll => {
-                let all = engine.pgmq_metrics_all().await?;
-                let list: Vec<_> = all.iter().map(wire::metrics_json).collect();
-                Ok(json!({ "queues": list }).to_string())
             }
             Handler::Metrics => {
                 Ok(wire::metrics_json(&engine.pgmq_metrics(queue).await?).to_string())
@@ -207,6 +211,22 @@ impl<W: Waiter> Call<'_, W> {
             _ => Err(PgmqError::new(PgmqCode::NotFound, "no such route")),
         }
     }
+}
+
+/// `GET /v1/queues` over every database: the queues in order of creation,
+/// as one database lists them.
+async fn list<T: Transport>(databases: &Databases<T>) -> Result<String, PgmqError> {
+    let mut queues: Vec<_> = databases.gather(Engine::pgmq_list).await?;
+    queues.sort_by(|a, b| (a.created_at_ms, &a.name).cmp(&(b.created_at_ms, &b.name)));
+    Ok(wire::queues_json(&queues))
+}
+
+/// `GET /v1/metrics` over every database, in name order.
+async fn metrics_all<T: Transport>(databases: &Databases<T>) -> Result<String, PgmqError> {
+    let mut all: Vec<_> = databases.gather(Engine::pgmq_metrics_all).await?;
+    all.sort_by(|a, b| a.queue_name.cmp(&b.queue_name));
+    let list: Vec<_> = all.iter().map(wire::metrics_json).collect();
+    Ok(json!({ "queues": list }).to_string())
 }
 
 /// The first value of query parameter `name` (no decoding needed for

@@ -57,8 +57,8 @@ impl<T: Transport> Service<T> {
             Lookup::WrongMethod => return detail(405, "Method Not Allowed"),
             Lookup::NotFound => return detail(404, "Not Found"),
         };
-        let (config, engine) = match &self.setup {
-            Ok((config, engine)) => (config, engine),
+        let (config, databases) = match &self.setup {
+            Ok((config, databases)) => (config, databases),
             Err(_) if route.handler == Handler::Health => {
                 return handlers::health(true);
             }
@@ -70,7 +70,7 @@ impl<T: Transport> Service<T> {
             }
         };
         let Some(permission) = route.permission else {
-            return handlers::public(route.handler, config, engine).await;
+            return handlers::public(route.handler, config, databases).await;
         };
         let principal = match credential(config, request) {
             Ok(principal) => principal,
@@ -84,7 +84,7 @@ impl<T: Transport> Service<T> {
             waiter,
         };
         match principal.access(permission) {
-            Access::Granted => call.serve(engine, body).await,
+            Access::Granted => call.serve(databases, body).await,
             Access::Denied | Access::AuthDisabled => error(&PgmqError::unauthorized()),
             Access::AskDatabase => {
                 let Some(key) = principal.key_check(permission.key_bits()).map(Arc::new) else {
@@ -93,7 +93,9 @@ impl<T: Transport> Service<T> {
                 // A key this isolate has not seen valid is looked up (one
                 // read) before the body is read; one remembered as refused
                 // costs nothing (docs/http-api.md, "Credentials").
-                let looked_up = match self.screen(engine, &key, true, false).await {
+                // Managed keys are looked up in the catalog (docs/databases.md).
+                let catalog = databases.catalog();
+                let looked_up = match self.screen(catalog, &key, true, false).await {
                     Ok(looked_up) => looked_up,
                     // The reference has no 403: a missing permission is 401 too.
                     Err((e, _))
@@ -114,14 +116,18 @@ impl<T: Transport> Service<T> {
                         return error(&PgmqError::new(code, e.message));
                     }
                 };
-                let response = call.serve(&engine.for_key(key.clone()), body).await;
+                let response = call.serve(&databases.for_key(key.clone()), body).await;
                 if key.is_verified() || (looked_up && response.status != 401) {
                     return response;
                 }
                 // Nothing ran that checked the key, or its check refused:
                 // only the key store can say whether the answer stands, and
                 // what it says is remembered.
-                match admit(engine, &self.isolate.keys, &key, true).await {
+                match admit(catalog, &self.isolate.keys, &key, true).await {
+                    Ok(()) if response.status == 401 && databases.all().len() > 1 => {
+                        let message = super::heal_key(databases, &key).await;
+                        error(&PgmqError::new(PgmqCode::DependencyUnavailable, message))
+                    }
                     Ok(()) => response,
                     Err(_) => error(&PgmqError::unauthorized()),
                 }

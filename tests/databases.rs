@@ -1,0 +1,601 @@
+//! One endpoint over several databases (docs/databases.md): names are
+//! placed by rendezvous hashing and recorded in the catalog; an RPC on a
+//! known name makes one request, on its own database; views cover every
+//! database; a database that is down fails only its own names.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use mqlite_edge::engine::{Clock, Engine, Limits};
+use mqlite_edge::http::{rendezvous, Config, Isolate, Request, Service};
+use mqlite_edge::store::{HttpReply, Transport, TransportError};
+use serde_json::{json, Value};
+use support::*;
+
+/// One database: the in-process server, a request count, and a switch
+/// that makes it unreachable (nothing sent).
+#[derive(Clone)]
+struct Db {
+    inner: InProcess,
+    requests: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
+}
+
+impl Transport for Db {
+    async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(TransportError::NotSent("connection refused".into()));
+        }
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        self.inner.send_pipeline(body).await
+    }
+
+    async fn pause(&self, _millis: u32) {}
+}
+
+/// The databases of a deployment, and isolates over them.
+struct Deployment {
+    names: Vec<String>,
+    dbs: Vec<Db>,
+    _temps: Vec<TempDb>,
+    clock: Clock,
+}
+
+impl Deployment {
+    fn new(n: usize) -> Self {
+        let temps: Vec<TempDb> = (0..n).map(|_| TempDb::new()).collect();
+        let dbs = temps
+            .iter()
+            .map(|t| Db {
+                inner: InProcess { db: t.db.clone() },
+                requests: Arc::default(),
+                down: Arc::default(),
+            })
+            .collect();
+        Deployment {
+            names: (0..n).map(|i| format!("db{i}")).collect(),
+            dbs,
+            _temps: temps,
+            clock: Clock::manual(T0),
+        }
+    }
+
+    /// The same databases plus one more, listed last.
+    fn with_one_more(mut self) -> Self {
+        let temp = TempDb::new();
+        self.dbs.push(Db {
+            inner: InProcess {
+                db: temp.db.clone(),
+            },
+            requests: Arc::default(),
+            down: Arc::default(),
+        });
+        self.names.push(format!("db{}", self.names.len()));
+        self._temps.push(temp);
+        self
+    }
+
+    /// A fresh isolate over every database.
+    fn isolate(&self) -> Broker {
+        let list: Vec<String> = self
+            .names
+            .iter()
+            .map(|n| format!("{n}=libsql://{n}.invalid"))
+            .collect();
+        let list = list.join(",");
+        let config = Config::from_vars(|name| match name {
+            "MQLITE_TOKENS" => Some(ADMIN.into()),
+            "MQLITE_DATABASES" => Some(list.clone()),
+            _ => None,
+        });
+        let setup = config.map(|c| (c, self.dbs.clone()));
+        Broker {
+            service: Service::over(setup, self.clock.clone(), Arc::new(Isolate::new(T0))),
+        }
+    }
+
+    /// Requests each database has served so far.
+    fn requests(&self) -> Vec<u64> {
+        self.dbs
+            .iter()
+            .map(|d| d.requests.load(Ordering::SeqCst))
+            .collect()
+    }
+
+    /// Requests each database has served since `before` was taken.
+    fn requests_since(&self, before: &[u64]) -> Vec<u64> {
+        self.requests()
+            .iter()
+            .zip(before)
+            .map(|(now, then)| now - then)
+            .collect()
+    }
+
+    /// The queues database `index` itself holds.
+    async fn queues_in(&self, index: usize) -> BTreeSet<String> {
+        let engine = Engine::new(
+            self.dbs[index].inner.clone(),
+            self.clock.clone(),
+            Limits::default(),
+        );
+        let queues = engine.list_queues().await.expect("list");
+        queues.into_iter().map(|q| q.name).collect()
+    }
+
+    /// The index of the database rendezvous hashing picks for `name`.
+    fn chosen(&self, name: &str) -> usize {
+        let picked = rendezvous(&self.names, name);
+        self.names.iter().position(|n| n == picked).expect("a name")
+    }
+}
+
+struct Broker {
+    service: Service<Db>,
+}
+
+impl Broker {
+    async fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.request_as(ADMIN, method, path, body).await
+    }
+
+    async fn request_as(&self, token: &str, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        let request = Request {
+            method: method.into(),
+            path: path.into(),
+            headers: vec![("Authorization".into(), format!("Bearer {token}"))],
+        };
+        let response = self.service.handle(&request, body.to_vec(), &NoWait).await;
+        (response.status, json_body(&response))
+    }
+
+    /// A Send of one message made with `token`: its status.
+    async fn send_as(&self, token: &str, queue: &str) -> u16 {
+        let body = json!({"queue": queue, "messages": [{"body": b64("k")}]});
+        let path = "/mqlite.v1.QueueService/Send";
+        let body = body.to_string();
+        self.request_as(token, "POST", path, body.as_bytes())
+            .await
+            .0
+    }
+
+    async fn rpc(&self, rpc: &str, body: Value) -> (u16, Value) {
+        self.request(
+            "POST",
+            &format!("/mqlite.v1.{rpc}"),
+            body.to_string().as_bytes(),
+        )
+        .await
+    }
+
+    async fn ok(&self, rpc: &str, body: Value) -> Value {
+        let (status, json) = self.rpc(rpc, body.clone()).await;
+        assert_eq!(status, 200, "{rpc} {body} -> {json}");
+        json
+    }
+
+    async fn create(&self, name: &str) {
+        self.ok(
+            "AdminService/CreateQueue",
+            json!({"name": name, "config": {}}),
+        )
+        .await;
+    }
+
+    async fn send(&self, queue: &str, text: &str) -> (u16, Value) {
+        self.rpc(
+            "QueueService/Send",
+            json!({"queue": queue, "messages": [{"body": b64(text)}]}),
+        )
+        .await
+    }
+
+    /// Receives one message of `queue` and completes it; its body's text.
+    async fn take(&self, queue: &str) -> String {
+        let got = self
+            .ok(
+                "QueueService/Receive",
+                json!({"queue": queue, "max_messages": 1}),
+            )
+            .await;
+        let message = &got["messages"][0];
+        let token = message["lock_token"].as_str().expect("a message");
+        self.ok(
+            "QueueService/Complete",
+            json!({"queue": queue, "seq_number": message["seq_number"], "lock_token": token}),
+        )
+        .await;
+        use base64::Engine as _;
+        let body = base64::engine::general_purpose::STANDARD
+            .decode(message["body"].as_str().expect("body"))
+            .expect("base64");
+        String::from_utf8(body).expect("utf-8")
+    }
+}
+
+/// An answer that must be the error `code` with `status`.
+fn assert_refused(status: u16, json: &Value, expected: u16, code: &str) {
+    assert_eq!(
+        (status, json["code"].as_str()),
+        (expected, Some(code)),
+        "{json}"
+    );
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("q{i}")).collect()
+}
+
+#[tokio::test]
+async fn queues_spread_over_the_databases_and_each_lives_in_one() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    for name in names(30) {
+        broker.create(&name).await;
+    }
+    let mut seen = BTreeSet::new();
+    for index in 0..3 {
+        let held = deployment.queues_in(index).await;
+        assert!(!held.is_empty(), "database {index} holds no queue");
+        for name in &held {
+            assert_eq!(deployment.chosen(name), index, "{name}");
+            assert!(seen.insert(name.clone()), "{name} lives twice");
+        }
+    }
+    assert_eq!(seen, names(30).into_iter().collect());
+}
+
+#[tokio::test]
+async fn an_rpc_on_a_known_queue_makes_one_request_on_its_own_database() {
+    let deployment = Deployment::new(3);
+    let name = names(30)
+        .into_iter()
+        .find(|n| deployment.chosen(n) == 2)
+        .expect("a name for db2");
+    deployment.isolate().create(&name).await;
+
+    // A fresh isolate reads the placement once from the catalog.
+    let broker = deployment.isolate();
+    let before = deployment.requests();
+    assert_eq!(broker.send(&name, "first").await.0, 200);
+    assert_eq!(deployment.requests_since(&before), [1, 0, 1]);
+    // Then every RPC on it is one request, on its own database.
+    for _ in 0..3 {
+        let before = deployment.requests();
+        assert_eq!(broker.send(&name, "again").await.0, 200);
+        assert_eq!(deployment.requests_since(&before), [0, 0, 1]);
+    }
+}
+
+#[tokio::test]
+async fn messages_go_round_on_every_database() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let queues = names(12);
+    for name in &queues {
+        broker.create(name).await;
+        assert_eq!(broker.send(name, &format!("to {name}")).await.0, 200);
+    }
+    // Another isolate finds every queue where it lives.
+    let other = deployment.isolate();
+    for name in &queues {
+        assert_eq!(other.take(name).await, format!("to {name}"));
+        let stats = other.ok("QueueService/Stats", json!({"queue": name})).await;
+        assert_eq!(stats["active"], 0, "{stats}");
+    }
+    // A name never created is the catalog's to refuse.
+    let (status, json) = other.send("nowhere", "x").await;
+    assert_refused(status, &json, 404, "not_found");
+}
+
+#[tokio::test]
+async fn views_cover_every_database() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let queues = names(9);
+    for name in &queues {
+        broker.create(name).await;
+        assert_eq!(broker.send(name, "x").await.0, 200);
+    }
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    let listed = listed["queues"].as_array().expect("queues");
+    for queue in listed {
+        let name = queue["name"].as_str().expect("name");
+        let home = &deployment.names[deployment.chosen(name)];
+        assert_eq!(queue["database"].as_str(), Some(home.as_str()), "{queue}");
+    }
+    let listed: Vec<&str> = listed
+        .iter()
+        .map(|q| q["name"].as_str().expect("name"))
+        .collect();
+    let mut sorted = queues.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted);
+
+    let status = broker.ok("AdminService/Status", json!({})).await;
+    assert_eq!(status["queues"], 9, "{status}");
+    assert!(status["ping_ms"].as_i64().expect("ping") >= 0);
+
+    let observed = broker.ok("AdminService/Observe", json!({})).await;
+    let gauges = observed["queues"].as_array().expect("queues");
+    assert_eq!(gauges.len(), 9, "{observed}");
+    assert!(gauges.iter().all(|g| g["active"] == 1), "{observed}");
+
+    let (status, pgmq) = broker.request("GET", "/v1/queues", b"").await;
+    assert_eq!(status, 200, "{pgmq}");
+    assert_eq!(pgmq["queues"].as_array().expect("list").len(), 9, "{pgmq}");
+    let (status, metrics) = broker.request("GET", "/v1/metrics", b"").await;
+    assert_eq!(status, 200, "{metrics}");
+    assert_eq!(metrics["queues"].as_array().expect("queues").len(), 9);
+}
+
+#[tokio::test]
+async fn one_database_lists_its_queues_as_it_always_did() {
+    let deployment = Deployment::new(1);
+    let broker = deployment.isolate();
+    broker.create("only").await;
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    assert_eq!(listed["queues"][0]["name"], "only");
+    assert!(listed["queues"][0].get("database").is_none(), "{listed}");
+}
+
+#[tokio::test]
+async fn a_topic_and_its_subscriptions_live_together() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    for sub in ["s0", "s1", "s2", "s3"] {
+        broker
+            .ok(
+                "AdminService/Subscribe",
+                json!({"topic": "news", "name": sub}),
+            )
+            .await;
+    }
+    let home = deployment.chosen("news");
+    assert_eq!(
+        deployment.queues_in(home).await,
+        ["s0", "s1", "s2", "s3"].map(String::from).into()
+    );
+    // A publish from another isolate reaches every subscription.
+    let other = deployment.isolate();
+    assert_eq!(other.send("news", "extra").await.0, 200);
+    for sub in ["s0", "s1", "s2", "s3"] {
+        assert_eq!(other.take(sub).await, "extra");
+    }
+    let subscriptions = other.ok("AdminService/ListSubscriptions", json!({})).await;
+    assert_eq!(
+        subscriptions["subscriptions"].as_array().map(Vec::len),
+        Some(4)
+    );
+
+    // A queue placed elsewhere cannot become one of its subscriptions.
+    let elsewhere = names(30)
+        .into_iter()
+        .find(|n| deployment.chosen(n) != home)
+        .expect("a name elsewhere");
+    broker.create(&elsewhere).await;
+    let (status, json) = broker
+        .rpc(
+            "AdminService/Subscribe",
+            json!({"topic": "news", "name": elsewhere}),
+        )
+        .await;
+    assert_refused(status, &json, 409, "name_conflict");
+}
+
+#[tokio::test]
+async fn a_deleted_name_is_created_again_where_it_was() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    broker.create("again").await;
+    let home = deployment.chosen("again");
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    let generation = listed["queues"][0]["generation"].clone();
+    broker
+        .ok(
+            "AdminService/DeleteQueue",
+            json!({"name": "again", "generation": generation}),
+        )
+        .await;
+    assert!(deployment.queues_in(home).await.is_empty());
+    deployment.isolate().create("again").await;
+    assert_eq!(
+        deployment.queues_in(home).await,
+        ["again".to_string()].into()
+    );
+    // The first isolate's placement still holds.
+    assert_eq!(broker.send("again", "x").await.0, 200);
+}
+
+#[tokio::test]
+async fn a_redrive_across_databases_is_refused_and_moves_nothing() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let all = names(30);
+    let (a, b) = (
+        &all[0],
+        all.iter()
+            .find(|n| deployment.chosen(n) != deployment.chosen(&all[0]))
+            .expect("another database"),
+    );
+    broker.create(a).await;
+    broker.create(b).await;
+    let (status, json) = broker
+        .rpc("AdminService/Redrive", json!({"queue": a, "target": b}))
+        .await;
+    assert_refused(status, &json, 400, "invalid_argument");
+}
+
+#[tokio::test]
+async fn a_database_that_is_down_fails_only_its_own_queues() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let queues = names(12);
+    for name in &queues {
+        broker.create(name).await;
+    }
+    deployment.dbs[1].down.store(true, Ordering::SeqCst);
+    for name in &queues {
+        let (status, json) = broker.send(name, "x").await;
+        if deployment.chosen(name) == 1 {
+            assert_refused(status, &json, 503, "unavailable");
+        } else {
+            assert_eq!(status, 200, "{name}: {json}");
+        }
+    }
+    // A view is not answered with a database missing from it.
+    let (status, _) = broker.rpc("AdminService/ListQueues", json!({})).await;
+    assert_eq!(status, 503);
+}
+
+#[tokio::test]
+async fn a_database_added_later_takes_new_names_only() {
+    let deployment = Deployment::new(2);
+    let broker = deployment.isolate();
+    let old = names(20);
+    for name in &old {
+        broker.create(name).await;
+        assert_eq!(broker.send(name, name).await.0, 200);
+    }
+    let deployment = deployment.with_one_more();
+    let broker = deployment.isolate();
+    // Every old queue is still where it was, and found there.
+    for name in &old {
+        assert_eq!(broker.take(name).await, *name);
+    }
+    assert!(deployment.queues_in(2).await.is_empty());
+    let new: Vec<String> = (0..30).map(|i| format!("new{i}")).collect();
+    for name in &new {
+        broker.create(name).await;
+    }
+    let held = deployment.queues_in(2).await;
+    assert!(!held.is_empty());
+    assert!(held.iter().all(|n| n.starts_with("new")), "{held:?}");
+}
+
+#[tokio::test]
+async fn pgmq_queues_are_placed_and_served_on_their_database() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let name = names(30)
+        .into_iter()
+        .find(|n| deployment.chosen(n) == 1)
+        .expect("a name for db1");
+    let (status, json) = broker
+        .request("PUT", &format!("/v1/queues/{name}"), b"")
+        .await;
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(deployment.queues_in(1).await, [name.clone()].into());
+    let other = deployment.isolate();
+    let (status, json) = other
+        .request(
+            "POST",
+            &format!("/v1/queues/{name}/messages"),
+            br#"{"message":{"n":1}}"#,
+        )
+        .await;
+    assert_eq!(status, 201, "{json}");
+    let (status, json) = other
+        .request("POST", &format!("/v1/queues/{name}/read"), br#"{"qty":1}"#)
+        .await;
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["messages"][0]["message"], json!({"n": 1}), "{json}");
+}
+
+#[tokio::test]
+async fn a_managed_key_works_on_every_database_and_its_revocation_bites_on_each() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let queues = names(12);
+    for name in &queues {
+        broker.create(name).await;
+    }
+    let created = broker
+        .ok(
+            "AuthService/CreateKey",
+            json!({"id": "0123456789abcdef0123456789abcdef", "name": "k",
+                   "permissions": ["send"]}),
+        )
+        .await;
+    let token = created["token"].as_str().expect("token").to_owned();
+    // A second isolate, which learns the key valid once and then lets each
+    // database's own transaction check it.
+    let other = deployment.isolate();
+    for name in &queues {
+        assert_eq!(other.send_as(&token, name).await, 200, "{name}");
+    }
+    broker
+        .ok(
+            "AuthService/RevokeKey",
+            json!({"id": "0123456789abcdef0123456789abcdef"}),
+        )
+        .await;
+    for name in &queues {
+        assert_eq!(other.send_as(&token, name).await, 401, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_key_minted_before_a_database_was_added_is_copied_there_on_first_use() {
+    let deployment = Deployment::new(2);
+    let mint = |id: &'static str| {
+        let broker = deployment.isolate();
+        async move {
+            let created = broker
+                .ok(
+                    "AuthService/CreateKey",
+                    json!({"id": id, "name": "old", "permissions": ["send", "manage"]}),
+                )
+                .await;
+            created["token"].as_str().expect("token").to_owned()
+        }
+    };
+    let connect_key = mint("00000000000000000000000000000001").await;
+    let pgmq_key = mint("00000000000000000000000000000002").await;
+    let deployment = deployment.with_one_more();
+    let broker = deployment.isolate();
+    let mut late = (0..90)
+        .map(|i| format!("late_{i}"))
+        .filter(|n| deployment.chosen(n) == 2);
+    let (queue, pgmq) = (late.next().expect("a name"), late.next().expect("another"));
+    broker.create(&queue).await;
+    let (status, _) = broker
+        .request("PUT", &format!("/v1/queues/{pgmq}"), b"")
+        .await;
+    assert_eq!(status, 201);
+    // The new database refuses each key once, and has a copy after that.
+    assert_eq!(broker.send_as(&connect_key, &queue).await, 503);
+    assert_eq!(broker.send_as(&connect_key, &queue).await, 200);
+    let path = format!("/v1/queues/{pgmq}/messages");
+    let (status, json) = broker
+        .request_as(&pgmq_key, "POST", &path, br#"{"message":{}}"#)
+        .await;
+    assert_eq!(status, 503, "{json}");
+    let (status, json) = broker
+        .request_as(&pgmq_key, "POST", &path, br#"{"message":{}}"#)
+        .await;
+    assert_eq!(status, 201, "{json}");
+}
+
+#[tokio::test]
+async fn a_transport_missing_for_a_database_is_a_configuration_error() {
+    let deployment = Deployment::new(2);
+    let config = Config::from_vars(|name| match name {
+        "MQLITE_TOKENS" => Some(ADMIN.into()),
+        "MQLITE_DATABASES" => {
+            Some("a=libsql://a.invalid,b=libsql://b.invalid,c=libsql://c.invalid".into())
+        }
+        _ => None,
+    });
+    let broker = Broker {
+        service: Service::over(
+            config.map(|c| (c, deployment.dbs.clone())),
+            deployment.clock.clone(),
+            Arc::new(Isolate::new(T0)),
+        ),
+    };
+    let (status, json) = broker.rpc("AdminService/ListQueues", json!({})).await;
+    assert_refused(status, &json, 500, "internal");
+}
