@@ -441,6 +441,12 @@ async fn a_database_that_is_down_fails_only_its_own_queues() {
         let (status, json) = broker.send(name, "x").await;
         if deployment.chosen(name) == 1 {
             assert_refused(status, &json, 503, "unavailable");
+            // The answer says nothing applied and names an incident, never
+            // the database's own words.
+            let message = json["message"].as_str().expect("a message");
+            assert!(message.contains("nothing was applied"), "{message}");
+            assert!(message.contains("(id "), "{message}");
+            assert!(!message.contains("connection refused"), "{message}");
         } else {
             assert_eq!(status, 200, "{name}: {json}");
         }

@@ -780,7 +780,15 @@ fn preflight() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::path_and_query;
+    use super::{path_and_query, Body};
+
+    #[test]
+    fn a_body_of_exactly_the_cap_is_read_and_one_byte_more_is_refused() {
+        let read = |len: usize, cap: usize| pollster::block_on(vec![7u8; len].read(cap));
+        assert_eq!(read(3, 3).map(|b| b.len()), Ok(3));
+        let refused = read(4, 3).expect_err("over the cap");
+        assert_eq!(refused.code, crate::wire::ErrorCode::MessageTooLarge);
+    }
 
     #[test]
     fn the_path_and_query_are_cut_from_a_serialized_url() {
@@ -797,6 +805,7 @@ mod tests {
             ("https://q.example/a%3Fb?x=%23y#frag", "/a%3Fb?x=%23y"),
             ("https://user:pw@q.example:443/p?", "/p?"),
             ("https://q.example", "/"),
+            ("http://h.io/p", "/p"),
             (
                 "https://queue-waker/wait?since=5&ms=100",
                 "/wait?since=5&ms=100",

@@ -1,0 +1,162 @@
+//! What the HTTP layer does with a request's effects (docs/semantics.md#long-polling,
+//! docs/http-api.md, "Errors"): the wake hints it hands the platform with the
+//! answer, and the counters it records once the request is answered, as the
+//! Worker sees them with a fresh `Service` per request over one isolate.
+
+mod support;
+
+use std::sync::Arc;
+
+use mqlite_edge::engine::{Clock, Parked, Waiter};
+use mqlite_edge::http::{Config, Isolate, Request, Response, Service, WakeHint};
+use serde_json::{json, Value};
+use support::*;
+
+/// A waiter that takes wake hints and whose parks time out at once.
+struct Hinting;
+
+impl Waiter for Hinting {
+    fn elapsed_ms(&self) -> u64 {
+        0
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+
+    fn hints(&self) -> bool {
+        true
+    }
+
+    async fn park(&self, _queue: &str, _since_ms: i64, _millis: u64) -> Parked {
+        Parked::TimedOut
+    }
+}
+
+/// One isolate over one database; every request gets a `Service` of its
+/// own, as on a Worker.
+struct Worker {
+    isolate: Arc<Isolate>,
+    temp: TempDb,
+    clock: Clock,
+}
+
+impl Worker {
+    fn new() -> Self {
+        Worker {
+            isolate: Arc::new(Isolate::new(T0)),
+            temp: TempDb::new(),
+            clock: Clock::manual(T0),
+        }
+    }
+
+    async fn call(&self, rpc: &str, body: Value) -> Response {
+        let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.into()));
+        let transport = InProcess {
+            db: self.temp.db.clone(),
+        };
+        let service = Service::new(
+            config.map(|c| (c, transport)),
+            self.clock.clone(),
+            self.isolate.clone(),
+        );
+        let request = Request {
+            method: "POST".into(),
+            path: format!("/mqlite.v1.{rpc}"),
+            headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        };
+        service
+            .handle(&request, body.to_string().into_bytes(), &Hinting)
+            .await
+    }
+
+    async fn ok(&self, rpc: &str, body: Value) -> Value {
+        let response = self.call(rpc, body.clone()).await;
+        assert_eq!(response.status, 200, "{rpc} {body}");
+        json_body(&response)
+    }
+}
+
+#[tokio::test]
+async fn a_publish_hands_the_platform_one_hint_per_waited_on_subscription() {
+    let worker = Worker::new();
+    for sub in ["a", "b"] {
+        worker
+            .ok("AdminService/Subscribe", json!({"topic": "t", "name": sub}))
+            .await;
+        // A claim that waits marks the subscription as waited on.
+        let got = worker
+            .ok(
+                "QueueService/Receive",
+                json!({"queue": sub, "wait_time_ms": 50}),
+            )
+            .await;
+        assert_eq!(got["messages"], json!([]));
+    }
+    worker.clock.advance(5);
+    let response = worker
+        .call(
+            "QueueService/Send",
+            json!({"queue": "t", "messages": [{"body": b64("x")}, {"body": b64("y")}]}),
+        )
+        .await;
+    assert_eq!(response.status, 200);
+    let at_ms = T0 + 5;
+    assert_eq!(
+        response.wake_hints(),
+        [
+            WakeHint {
+                queue: "a".into(),
+                at_ms
+            },
+            WakeHint {
+                queue: "b".into(),
+                at_ms
+            }
+        ]
+    );
+}
+
+#[tokio::test]
+async fn each_answered_request_is_counted_by_its_code_in_the_isolate() {
+    let worker = Worker::new();
+    worker
+        .ok(
+            "AdminService/CreateQueue",
+            json!({"name": "q", "config": {}}),
+        )
+        .await;
+    worker
+        .ok(
+            "QueueService/Send",
+            json!({"queue": "q", "messages": [{"body": b64("x")}]}),
+        )
+        .await;
+    let missing = worker
+        .call("QueueService/Stats", json!({"queue": "nowhere"}))
+        .await;
+    assert_eq!(missing.status, 404);
+    // Another request's Service reads what the earlier ones recorded.
+    let observed = worker.ok("AdminService/Observe", json!({})).await;
+    let enqueued: Vec<&Value> = observed["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["queue"] == "q" && m["event"] == "enqueued")
+        .collect();
+    assert_eq!(enqueued.len(), 1, "{:?}", observed["messages"]);
+    assert_eq!(enqueued[0]["count"], 1);
+    let requests = observed["http"]["requests"].as_array().expect("requests");
+    let counted = |rpc: &str, code: &str| {
+        requests
+            .iter()
+            .filter(|r| r["rpc"] == format!("/mqlite.v1.{rpc}") && r["code"] == code)
+            .map(|r| r["count"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!(
+        counted("QueueService/Stats", "not_found"),
+        1,
+        "not found once"
+    );
+    assert_eq!(counted("QueueService/Stats", "ok"), 0, "never ok");
+    assert_eq!(counted("QueueService/Send", "ok"), 1, "sent once");
+}
