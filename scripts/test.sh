@@ -84,9 +84,13 @@ if [ -n "$sqld" ]; then
   MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test faults
   log "soak against sqld: 4 producers, 8 consumers, 20,000 messages, group_fifo"
   MQLITE_E2E_SQLD="$sqld" cargo test -p mqlite-e2e --test soak
+  log "soak across three sqld databases: the same 20,000 messages over four queues (docs/databases.md)"
+  MQLITE_E2E_SQLD="$sqld" MQLITE_SOAK_DATABASES=3 cargo test -p mqlite-e2e --test soak
 else
   log "soak against the local libSQL server: 4 producers, 8 consumers, 20,000 messages, group_fifo"
   cargo test -p mqlite-e2e --test soak
+  log "soak across three local databases: the same 20,000 messages over four queues (docs/databases.md)"
+  MQLITE_SOAK_DATABASES=3 cargo test -p mqlite-e2e --test soak
   log "SKIPPED: the end-to-end and fault runs against sqld (SQLD_BIN is not set;" \
     "point it at sqld, e.g. the one \`turso dev\` runs, to include them)"
 fi

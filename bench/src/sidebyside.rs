@@ -31,7 +31,12 @@
 //! Environment (set by `scripts/bench.sh`): `SQLD_BIN`, `MQLITE_BENCH_WORKERD`
 //! (the workerd binary), `PGMQ_URL` and `PGMQ_PIDS` (the adapter's and
 //! PostgreSQL's process ids), and the `MQLITE_E2E_*` fixture paths.
-//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20]`
+//! 4. Several databases (docs/databases.md): cycles through one plain
+//!    workerd over each of `--databases` (default 1, 2, 3) sqld databases,
+//!    each client on a queue of its own, at the client counts from 16 up,
+//!    with every process's CPU share and the databases' sqld CPU per RPC.
+//!
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3]`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +60,8 @@ struct Settings {
     /// Round trip added between the Worker and the database in the
     /// delayed run (a delaying proxy, as Turso in a nearby region).
     delay_ms: u64,
+    /// Database counts of the scaling run (docs/databases.md).
+    databases: Vec<usize>,
 }
 
 fn main() {
@@ -63,8 +70,9 @@ fn main() {
         seconds: 10,
         clients: vec![1, 4, 16, 64],
         delay_ms: 20,
+        databases: vec![1, 2, 3],
     };
-    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20]";
+    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_default();
@@ -74,11 +82,14 @@ fn main() {
             ("--seconds", Some(n)) => settings.seconds = n,
             ("--delay-ms", Some(n)) => settings.delay_ms = n,
             ("--clients", _) => {
-                settings.clients = value
-                    .split(',')
-                    .filter_map(|c| c.trim().parse().ok())
-                    .collect();
+                settings.clients = numbers(&value);
                 if settings.clients.is_empty() {
+                    fail(usage);
+                }
+            }
+            ("--databases", _) => {
+                settings.databases = numbers(&value);
+                if settings.databases.contains(&0) {
                     fail(usage);
                 }
             }
@@ -89,6 +100,13 @@ fn main() {
     if let Err(e) = run(&settings) {
         fail(&e);
     }
+}
+
+/// A comma-separated list of numbers.
+fn numbers(list: &str) -> Vec<usize> {
+    list.split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect()
 }
 
 fn run(settings: &Settings) -> Result<(), String> {
@@ -163,7 +181,8 @@ fn run(settings: &Settings) -> Result<(), String> {
                 bases: vec![url],
                 api: Api::Pgmq,
                 servers,
-                sqld: None,
+                sqld: vec![],
+                own_queues: false,
             })
         }
         Err(_) => {
@@ -179,7 +198,8 @@ fn run(settings: &Settings) -> Result<(), String> {
             .map(|w| ("workerd", w.pid()))
             .chain([("sqld", sqld.child.id())])
             .collect(),
-        sqld: Some(sqld.child.id()),
+        sqld: vec![sqld.child.id()],
+        own_queues: false,
     };
     targets.push(mqlite("workerd direct", &[&direct]));
     targets.push(mqlite("workerd grouped", &[&plain]));
@@ -189,7 +209,7 @@ fn run(settings: &Settings) -> Result<(), String> {
     }
     drop((direct, second));
     delayed(&workerd_bin, &tools.root, &sqld, &stack.token, settings)?;
-    Ok(())
+    scaling(&workerd_bin, &tools.root, &stack.token, settings)
 }
 
 fn fail(message: &str) -> ! {
@@ -436,8 +456,11 @@ struct Target {
     api: Api,
     /// The server processes (roots of process trees) whose CPU is watched.
     servers: Vec<(&'static str, u32)>,
-    /// sqld's process, for its CPU per RPC (mqlite targets).
-    sqld: Option<u32>,
+    /// The sqld processes, for their CPU per RPC (mqlite targets).
+    sqld: Vec<u32>,
+    /// Each client drives a queue of its own (so that queues spread over
+    /// the databases), instead of all sharing one.
+    own_queues: bool,
 }
 
 impl Target {
@@ -649,18 +672,27 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
         busy: vec![],
         sqld_cpu: None,
     };
-    if let Err(e) = target.create_queue(&agent(), &queue) {
-        return failed(e);
+    let queue_of = |client: usize| match target.own_queues {
+        true => format!("{queue}-{client}"),
+        false => queue.clone(),
+    };
+    let mut queues: Vec<String> = (0..clients).map(queue_of).collect();
+    queues.dedup();
+    for queue in &queues {
+        if let Err(e) = target.create_queue(&agent(), queue) {
+            return failed(e);
+        }
     }
     let cpu = || -> Vec<f64> {
         let trees = target.servers.iter().map(|(_, pid)| tree_cpu(*pid));
         trees.map(|(workerd, other)| workerd + other).collect()
     };
     let sqld_cpu = || {
-        target.sqld.map(|pid| {
-            let (a, b) = tree_cpu(pid);
+        let each = target.sqld.iter().map(|pid| {
+            let (a, b) = tree_cpu(*pid);
             a + b
-        })
+        });
+        (!target.sqld.is_empty()).then(|| each.sum::<f64>())
     };
     let cpu_before = cpu();
     let sqld_before = sqld_cpu();
@@ -673,9 +705,11 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
     let deadline = started + Duration::from_secs(settings.seconds);
     std::thread::scope(|scope| {
         for client in 0..clients {
-            let (queue, done, units, errors, first_error, latencies) =
-                (&queue, &done, &units, &errors, &first_error, &latencies);
+            let queue = queue_of(client);
+            let (done, units, errors, first_error, latencies) =
+                (&done, &units, &errors, &first_error, &latencies);
             scope.spawn(move || {
+                let queue = &queue;
                 let agent = agent();
                 let base = target.base(client);
                 let mut tag = (client as u64) << 32;
@@ -842,7 +876,8 @@ fn delayed(
                 bases: vec![worker.base.clone()],
                 api: Api::Mqlite(token.to_owned()),
                 servers: vec![("workerd", worker.pid()), ("sqld", sqld.child.id())],
-                sqld: Some(sqld.child.id()),
+                sqld: vec![sqld.child.id()],
+                own_queues: false,
             };
             let (before, written_before) = (proxy.forwarded(), proxy.rows_written());
             let cell = drive(&target, Workload::Cycle, settings, clients);
@@ -858,6 +893,82 @@ fn delayed(
                 written as f64 / cell.units.max(1) as f64,
                 if cell.errors > 0 {
                     format!(", {} failed: {}", cell.errors, cell.first_error.unwrap_or_default())
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Cycles through one plain workerd over 1, 2 and 3 sqld databases
+/// (`MQLITE_DATABASES`, docs/databases.md), each client on a queue of its
+/// own so that the queues spread over the databases: what adding a database
+/// buys, and which process stops it on this machine.
+fn scaling(
+    workerd_bin: &std::path::Path,
+    root: &std::path::Path,
+    token: &str,
+    settings: &Settings,
+) -> Result<(), String> {
+    let clients: Vec<usize> = match settings
+        .clients
+        .iter()
+        .copied()
+        .filter(|c| *c >= 16)
+        .collect::<Vec<_>>()
+    {
+        many if !many.is_empty() => many,
+        _ => vec![16, 64],
+    };
+    println!(
+        "\nseveral databases: cycles/s through one plain workerd (grouped), each client on a queue of its own, {} s per cell",
+        settings.seconds
+    );
+    for &n in &settings.databases {
+        let mut databases = Vec::new();
+        for _ in 0..n {
+            match Sqld::start_from_env()? {
+                Some(sqld) => databases.push(sqld),
+                None => return Ok(()),
+            }
+        }
+        let list: Vec<String> = databases
+            .iter()
+            .enumerate()
+            .map(|(i, db)| format!("db{}={}", i + 1, db.url))
+            .collect();
+        let extra = [("MQLITE_DATABASES".to_owned(), list.join(","))];
+        let worker = Workerd::start_with(workerd_bin, root, "", token, &extra, None)?;
+        let sqld: Vec<u32> = databases.iter().map(|d| d.child.id()).collect();
+        let target = Target {
+            name: format!("{n} database(s)"),
+            bases: vec![worker.base.clone()],
+            api: Api::Mqlite(token.to_owned()),
+            servers: std::iter::once(("workerd", worker.pid()))
+                .chain(sqld.iter().map(|pid| ("sqld", *pid)))
+                .collect(),
+            sqld,
+            own_queues: true,
+        };
+        for &c in &clients {
+            let cell = drive(&target, Workload::Cycle, settings, c);
+            let busy: Vec<String> = cell
+                .busy
+                .iter()
+                .map(|(name, share)| format!("{name} {:.0}%", share * 100.0))
+                .collect();
+            let rpcs = (cell.units * Workload::Cycle.rpcs()).max(1) as f64;
+            println!(
+                "  {n} database(s), {c:>2} clients: {:>6.0} cycles/s, p50 {:.1} ms, p99 {:.1} ms, sqld CPU {:.3} ms per RPC (all databases); CPU busy {}{}",
+                cell.per_second,
+                percentile(&cell.latencies, 0.5),
+                percentile(&cell.latencies, 0.99),
+                cell.sqld_cpu.unwrap_or(0.0) * 1000.0 / rpcs,
+                busy.join(", "),
+                if cell.errors > 0 {
+                    format!("; {} failed: {}", cell.errors, cell.first_error.unwrap_or_default())
                 } else {
                     String::new()
                 }

@@ -19,8 +19,11 @@ impl Sqld {
         let Ok(bin) = std::env::var("SQLD_BIN") else {
             return Ok(None);
         };
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let port = mqlite_e2e::free_port();
-        let dir = std::env::temp_dir().join(format!("mqlite-bench-sqld-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("mqlite-bench-sqld-{}-{nth}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let child = mqlite_e2e::sqld_command(bin.as_ref(), &dir.join("db"), port)

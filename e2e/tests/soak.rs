@@ -1,7 +1,9 @@
 //! Soak: 4 producers and 8 consumers move 20,000 messages through a
 //! `group_fifo` queue on the real Worker, against sqld when `MQLITE_E2E_SQLD`
 //! names one (issue 14: sqld used to stop committing under this load), or
-//! against the local server otherwise.
+//! against the local server otherwise. With `MQLITE_SOAK_DATABASES=3` the
+//! Worker spans three databases (docs/databases.md) and the messages move
+//! through four queues that live in all three, each producer on one.
 //!
 //! Checks: every acknowledged send is delivered and completed exactly once;
 //! no two live leases on one message at once (no double delivery within a
@@ -14,10 +16,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mqlite_e2e::{b64, thread_count, Reply, Stack, StackOptions, Tools};
+use mqlite_e2e::{b64, thread_count, Database, Reply, Stack, StackOptions, Tools};
 use serde_json::{json, Value};
 
+/// The queue of a one-database soak.
 const QUEUE: &str = "soak";
+/// The queues of a three-database soak, one per producer: rendezvous
+/// hashing over `main`, `db2` and `db3` places them in all three (the run
+/// checks it with ListQueues).
+const SPREAD_QUEUES: [&str; PRODUCERS] = ["soak-0", "soak-2", "soak-4", "soak-1"];
 const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 8;
 const SEND_BATCH: usize = 50;
@@ -32,14 +39,14 @@ const MAX_DATABASE_THREADS: usize = 128;
 /// What producers and consumers saw, for the checks at the end.
 #[derive(Default)]
 struct Ledger {
-    /// Acknowledged sends: seq → group.
-    sent: HashMap<i64, usize>,
+    /// Acknowledged sends: (queue, seq) → group.
+    sent: HashMap<(usize, i64), usize>,
     /// Every delivery of a seq: its lease deadline (database clock).
-    leases: HashMap<i64, Vec<i64>>,
+    leases: HashMap<(usize, i64), Vec<i64>>,
     /// Lock tokens whose completion answered ok, per seq.
-    completed: HashMap<i64, HashSet<String>>,
-    /// Per group, seqs in the order they were first delivered.
-    first_deliveries: HashMap<String, Vec<i64>>,
+    completed: HashMap<(usize, i64), HashSet<String>>,
+    /// Per queue and group, seqs in the order they were first delivered.
+    first_deliveries: HashMap<(usize, String), Vec<i64>>,
 }
 
 #[derive(Default)]
@@ -56,6 +63,7 @@ struct Soak {
     producers_done: AtomicBool,
     done: AtomicBool,
     per_producer: usize,
+    queues: Vec<&'static str>,
 }
 
 impl Soak {
@@ -92,6 +100,7 @@ impl Soak {
     /// the same message ids (the queue's dedup window returns the original
     /// seqs), so every message is acknowledged exactly once.
     fn produce(&self, producer: usize) {
+        let q = producer % self.queues.len();
         for start in (0..self.per_producer).step_by(SEND_BATCH) {
             let end = (start + SEND_BATCH).min(self.per_producer);
             let groups: Vec<usize> = (start..end)
@@ -105,7 +114,7 @@ impl Soak {
                            "group_id": format!("g{g}")})
                 })
                 .collect();
-            let body = json!({"queue": QUEUE, "messages": messages});
+            let body = json!({"queue": self.queues[q], "messages": messages});
             loop {
                 if self.done.load(Ordering::SeqCst) {
                     return;
@@ -119,7 +128,7 @@ impl Soak {
                 let mut ledger = self.ledger();
                 for (i, g) in groups.iter().enumerate() {
                     if let Some(seq) = seqs[i].as_i64().filter(|s| *s > 0) {
-                        ledger.sent.insert(seq, *g);
+                        ledger.sent.insert((q, seq), *g);
                     }
                 }
                 break;
@@ -127,11 +136,13 @@ impl Soak {
         }
     }
 
-    fn consume(&self) {
+    fn consume(&self, consumer: usize) {
+        let q = consumer % self.queues.len();
+        let queue = self.queues[q];
         while !self.done.load(Ordering::SeqCst) {
             let reply = self.call(
                 "QueueService/Receive",
-                &json!({"queue": QUEUE, "max_messages": RECEIVE_BATCH, "wait_time_ms": 500}),
+                &json!({"queue": queue, "max_messages": RECEIVE_BATCH, "wait_time_ms": 500}),
             );
             if reply.status != 200 {
                 std::thread::sleep(Duration::from_millis(200));
@@ -149,16 +160,17 @@ impl Soak {
                 let mut ledger = self.ledger();
                 for m in &messages {
                     let seq = m["seq_number"].as_i64().unwrap_or(0);
-                    let leases = ledger.leases.entry(seq).or_default();
+                    let leases = ledger.leases.entry((q, seq)).or_default();
                     leases.push(m["locked_until_ms"].as_i64().unwrap_or(0));
                     if leases.len() == 1 {
                         let group = m["group_id"].as_str().unwrap_or("").to_owned();
-                        ledger.first_deliveries.entry(group).or_default().push(seq);
+                        let first = ledger.first_deliveries.entry((q, group)).or_default();
+                        first.push(seq);
                     }
                     items.push(json!({"seq_number": seq, "lock_token": m["lock_token"]}));
                 }
             }
-            let body = json!({"queue": QUEUE, "messages": items});
+            let body = json!({"queue": queue, "messages": items});
             // An exact-request replay is answered from receipts: retrying a
             // lost CompleteBatch never completes anything twice.
             for _ in 0..5 {
@@ -173,7 +185,7 @@ impl Soak {
                     if result["ok"] == true {
                         let seq = item["seq_number"].as_i64().unwrap_or(0);
                         let token = item["lock_token"].as_str().unwrap_or("").to_owned();
-                        ledger.completed.entry(seq).or_default().insert(token);
+                        ledger.completed.entry((q, seq)).or_default().insert(token);
                     }
                 }
                 break;
@@ -205,12 +217,43 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    println!("soak: database is {}", tools.database_name());
+    let spread = std::env::var("MQLITE_SOAK_DATABASES").is_ok_and(|v| v.trim() == "3");
+    println!(
+        "soak: database is {}{}",
+        tools.database_name(),
+        if spread { ", three of them" } else { "" }
+    );
+    // Three databases behind the Worker (docs/databases.md), kept for the run.
+    let mut databases = Vec::new();
+    let mut list = String::new();
+    if spread {
+        for name in ["main", "db2", "db3"] {
+            match Database::start(&tools) {
+                Ok(db) => {
+                    list += &format!(
+                        "{}{name}={}",
+                        if list.is_empty() { "" } else { "," },
+                        db.url
+                    );
+                    databases.push(db);
+                }
+                Err(e) => {
+                    eprintln!("soak: cannot start a database: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    let vars: &[(&str, &str)] = if spread {
+        &[("MQLITE_DATABASES", &list)]
+    } else {
+        &[]
+    };
     let stack = match Stack::start(
         &tools,
         StackOptions {
-            vars: &[],
-            database_url: None,
+            vars,
+            database_url: spread.then(String::new),
         },
     ) {
         Ok(s) => s,
@@ -219,7 +262,15 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match run(stack, total) {
+    let queues = if spread {
+        SPREAD_QUEUES.to_vec()
+    } else {
+        vec![QUEUE]
+    };
+    let outcome = run(stack, total, queues);
+    // Stopped before any exit: exiting runs no destructor.
+    drop(databases);
+    match outcome {
         Ok(summary) => println!("soak: ok: {summary}"),
         Err(e) => {
             println!("soak: FAILED: {e}");
@@ -228,14 +279,28 @@ fn main() {
     }
 }
 
-fn run(stack: Stack, total: usize) -> Result<String, String> {
-    let created = stack.rpc(
-        "AdminService/CreateQueue",
-        &json!({"name": QUEUE, "config": {"ordering_mode": "group_fifo",
-                "lock_duration_ms": LOCK_MS, "dedup_window_ms": 600_000}}),
-    );
-    if created.status != 200 {
-        return Err(format!("CreateQueue: {created:?}"));
+fn run(stack: Stack, total: usize, queues: Vec<&'static str>) -> Result<String, String> {
+    for queue in &queues {
+        let created = stack.rpc(
+            "AdminService/CreateQueue",
+            &json!({"name": queue, "config": {"ordering_mode": "group_fifo",
+                    "lock_duration_ms": LOCK_MS, "dedup_window_ms": 600_000}}),
+        );
+        if created.status != 200 {
+            return Err(format!("CreateQueue {queue}: {created:?}"));
+        }
+    }
+    if queues.len() > 1 {
+        let listed = stack.rpc("AdminService/ListQueues", &json!({})).json();
+        let homes: HashSet<&str> = listed["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|q| q["database"].as_str())
+            .collect();
+        if homes.len() != 3 {
+            return Err(format!("the queues do not span three databases: {listed}"));
+        }
     }
     let pid = stack.database_pid();
     let soak = Arc::new(Soak {
@@ -245,6 +310,7 @@ fn run(stack: Stack, total: usize) -> Result<String, String> {
         producers_done: AtomicBool::new(false),
         done: AtomicBool::new(false),
         per_producer: total / PRODUCERS,
+        queues,
     });
     let started = Instant::now();
     let max_threads = Arc::new(AtomicU64::new(0));
@@ -271,9 +337,9 @@ fn run(stack: Stack, total: usize) -> Result<String, String> {
         })
     };
     let consumers: Vec<_> = (0..CONSUMERS)
-        .map(|_| {
+        .map(|c| {
             let soak = soak.clone();
-            std::thread::spawn(move || soak.consume())
+            std::thread::spawn(move || soak.consume(c))
         })
         .collect();
     let producers: Vec<_> = (0..PRODUCERS)
@@ -373,12 +439,14 @@ fn verify(
     if max_threads as usize > MAX_DATABASE_THREADS {
         problems.push(format!("database threads reached {max_threads}"));
     }
-    let stats = soak
-        .stack
-        .rpc("QueueService/Stats", &json!({"queue": QUEUE}))
-        .json();
-    if stats["total"] != 0 {
-        problems.push(format!("queue not empty at the end: {stats}"));
+    for queue in &soak.queues {
+        let stats = soak
+            .stack
+            .rpc("QueueService/Stats", &json!({"queue": queue}))
+            .json();
+        if stats["total"] != 0 {
+            problems.push(format!("{queue} not empty at the end: {stats}"));
+        }
     }
     let redelivered = ledger.leases.values().filter(|l| l.len() > 1).count();
     let unacknowledged = ledger
