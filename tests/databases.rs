@@ -585,6 +585,34 @@ async fn a_key_minted_before_a_database_was_added_is_copied_there_on_first_use()
     assert_eq!(status, 201, "{json}");
 }
 
+/// A refusal by the database is what makes a key be copied: a request that
+/// ran nothing answers as it would with one database.
+#[tokio::test]
+async fn a_request_that_runs_nothing_keeps_its_own_answer() {
+    for n in [1, 3] {
+        let deployment = Deployment::new(n);
+        let broker = deployment.isolate();
+        let created = broker
+            .ok(
+                "AuthService/CreateKey",
+                json!({"id": "00000000000000000000000000000003", "name": "k",
+                       "permissions": ["manage"]}),
+            )
+            .await;
+        let token = created["token"].as_str().expect("token");
+        // Not JSON: refused before any program runs.
+        let (status, json) = broker
+            .request_as(token, "POST", "/mqlite.v1.QueueService/Send", b"{")
+            .await;
+        assert_refused(status, &json, 400, "invalid_argument");
+        // A parameter pgmq refuses, before any placement or program.
+        let (status, json) = broker
+            .request_as(token, "PUT", "/v1/queues/fine?unlogged=maybe", b"")
+            .await;
+        assert_eq!(status, 422, "{n} databases, pgmq: {json}");
+    }
+}
+
 #[tokio::test]
 async fn a_transport_missing_for_a_database_is_a_configuration_error() {
     let deployment = Deployment::new(2);

@@ -36,7 +36,7 @@
 //!    each client on a queue of its own, at the client counts from 16 up,
 //!    with every process's CPU share and the databases' sqld CPU per RPC.
 //!
-//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3]`
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases]`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +62,8 @@ struct Settings {
     delay_ms: u64,
     /// Database counts of the scaling run (docs/databases.md).
     databases: Vec<usize>,
+    /// `--only-databases`: the scaling run alone.
+    only_databases: bool,
 }
 
 fn main() {
@@ -71,10 +73,15 @@ fn main() {
         clients: vec![1, 4, 16, 64],
         delay_ms: 20,
         databases: vec![1, 2, 3],
+        only_databases: false,
     };
-    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3]";
+    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--only-databases" {
+            settings.only_databases = true;
+            continue;
+        }
         let value = args.next().unwrap_or_default();
         let number = value.parse::<u64>().ok();
         match (flag.as_str(), number) {
@@ -129,6 +136,9 @@ fn run(settings: &Settings) -> Result<(), String> {
             database_url: Some(sqld.url.clone()),
         },
     )?;
+    if settings.only_databases {
+        return scaling(&workerd_bin, &tools.root, &stack.token, settings);
+    }
     let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)?;
     let off = [("MQLITE_COALESCE".to_owned(), "off".to_owned())];
     let start = |db: &str, extra: &[(String, String)]| {
