@@ -89,6 +89,7 @@ impl Deployment {
         let config = Config::from_vars(|name| match name {
             "MQLITE_TOKENS" => Some(ADMIN.into()),
             "MQLITE_DATABASES" => Some(list.clone()),
+            "MQLITE_METRICS" => Some("on".into()),
             _ => None,
         });
         let setup = config.map(|c| (c, self.dbs.clone()));
@@ -149,6 +150,18 @@ impl Broker {
         };
         let response = self.service.handle(&request, body.to_vec(), &NoWait).await;
         (response.status, json_body(&response))
+    }
+
+    /// A GET's body as text.
+    async fn text(&self, path: &str) -> String {
+        let request = Request {
+            method: "GET".into(),
+            path: path.into(),
+            headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        };
+        let response = self.service.handle(&request, Vec::new(), &NoWait).await;
+        assert_eq!(response.status, 200, "GET {path}");
+        String::from_utf8(response.body).expect("UTF-8")
     }
 
     /// A Send of one message made with `token`: its status.
@@ -319,6 +332,12 @@ async fn views_cover_every_database() {
     assert!(status["ping_ms"].as_i64().expect("ping") >= 0);
 
     let observed = broker.ok("AdminService/Observe", json!({})).await;
+    assert_eq!(observed["databases"].as_array().map(Vec::len), Some(3));
+    assert!(observed["databases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|d| d["state"] == "available"));
     let gauges = observed["queues"].as_array().expect("queues");
     assert_eq!(gauges.len(), 9, "{observed}");
     assert!(gauges.iter().all(|g| g["active"] == 1), "{observed}");
@@ -339,6 +358,8 @@ async fn one_database_lists_its_queues_as_it_always_did() {
     let listed = broker.ok("AdminService/ListQueues", json!({})).await;
     assert_eq!(listed["queues"][0]["name"], "only");
     assert!(listed["queues"][0].get("database").is_none(), "{listed}");
+    let observed = broker.ok("AdminService/Observe", json!({})).await;
+    assert!(observed.get("databases").is_none(), "one database: no list");
 }
 
 #[tokio::test]
@@ -454,6 +475,38 @@ async fn a_database_that_is_down_fails_only_its_own_queues() {
     // A view is not answered with a database missing from it.
     let (status, _) = broker.rpc("AdminService/ListQueues", json!({})).await;
     assert_eq!(status, 503);
+    // Observe and /metrics name the database that did not answer.
+    let observed = broker.ok("AdminService/Observe", json!({})).await;
+    assert_eq!(observed["collection"]["state"], "unavailable");
+    assert_eq!(observed["queues"], Value::Null);
+    let states: Vec<(&str, &str)> = observed["databases"]
+        .as_array()
+        .expect("databases")
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap_or(""),
+                d["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("db0", "available"),
+            ("db1", "unavailable"),
+            ("db2", "available")
+        ]
+    );
+    assert_eq!(observed["databases"][1]["error_code"], "connection");
+    let metrics = broker.text("/metrics").await;
+    for line in [
+        r#"mqlite_database_up{database="db0"} 1"#,
+        r#"mqlite_database_up{database="db1"} 0"#,
+        r#"mqlite_database_up{database="db2"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
 }
 
 #[tokio::test]

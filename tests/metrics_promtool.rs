@@ -80,6 +80,7 @@ fn successful() -> Collection {
         duration_seconds: 0.006,
         schema_version: "5".to_string(),
         ping_seconds: Some(0.003),
+        databases: vec![("main".into(), None), ("db2".into(), None)],
     }
 }
 
@@ -89,6 +90,10 @@ fn failed() -> Collection {
         duration_seconds: 2.0,
         schema_version: "5".to_string(),
         ping_seconds: None,
+        databases: vec![
+            ("main".into(), None),
+            ("db2".into(), Some("connection".into())),
+        ],
     }
 }
 

@@ -315,22 +315,43 @@ pub async fn observe<T: Transport, W: Waiter>(
     context: &Context<'_, W>,
 ) -> Result<ObserveResponse, ApiError> {
     let started = context.waiter.elapsed_ms();
-    let gauges = databases.gather(Engine::gauges).await.map(|mut gauges| {
-        gauges.sort_by(|a, b| a.queue.cmp(&b.queue));
-        gauges
-    });
+    // Every database at once, each answer kept: one that fails is named.
+    let each = databases
+        .each(|engine| async { Ok(engine.gauges().await) })
+        .await?;
     let seconds = context.waiter.elapsed_ms().saturating_sub(started) as f64 / 1000.0;
-    let result = match gauges {
-        Ok(queues) => Ok(queues),
-        Err(EngineError::CredentialRejected) => return Err(EngineError::CredentialRejected.into()),
-        Err(EngineError::Store(e)) => Err(classify(&e).to_owned()),
-        Err(_) => Err("other".to_owned()),
+    let mut gauges = Vec::new();
+    let mut failures = Vec::new();
+    for answer in each {
+        match answer {
+            Ok(more) => {
+                gauges.extend(more);
+                failures.push(None);
+            }
+            Err(EngineError::CredentialRejected) => {
+                return Err(EngineError::CredentialRejected.into())
+            }
+            Err(EngineError::Store(e)) => failures.push(Some(classify(&e).to_owned())),
+            Err(_) => failures.push(Some("other".to_owned())),
+        }
+    }
+    gauges.sort_by(|a, b| a.queue.cmp(&b.queue));
+    // The whole collection fails with any database: a partial list would
+    // read as queues that are not there (docs/databases.md).
+    let result = match failures.iter().flatten().next() {
+        Some(failure) => Err(failure.clone()),
+        None => Ok(gauges),
     };
+    let several = failures.len() > 1;
     let collection = Collection {
         ping_seconds: result.is_ok().then_some(seconds),
         result,
         duration_seconds: seconds,
         schema_version: SCHEMA_VERSION.to_string(),
+        databases: match several {
+            true => databases.names().iter().cloned().zip(failures).collect(),
+            false => Vec::new(),
+        },
     };
     // This request's own storage calls so far belong in its answer.
     let registry = &context.isolate.registry;

@@ -61,6 +61,9 @@ pub struct Collection {
     pub schema_version: String,
     /// Round trip of the `SELECT 1` read probe; `None` when it failed.
     pub ping_seconds: Option<f64>,
+    /// With several databases (docs/databases.md): each one by name, and
+    /// its failure category when it did not answer; empty with one.
+    pub databases: Vec<(String, Option<String>)>,
 }
 
 impl Registry {

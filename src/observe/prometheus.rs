@@ -119,6 +119,17 @@ fn collection(out: &mut String, o: &ObserveResponse) {
     );
     gauge(
         out,
+        "mqlite_database_up",
+        "With several databases: 1 when the database answered the latest collection, else 0.",
+        |f| {
+            for database in &o.databases {
+                let up = u8::from(database.state == "available");
+                f.sample("", &[("database", &database.name)], up);
+            }
+        },
+    );
+    gauge(
+        out,
         "mqlite_entities",
         "Plain queues and subscriptions; absent when the collection failed.",
         |f| {

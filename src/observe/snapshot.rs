@@ -8,9 +8,9 @@ use super::histogram::sanitize_seconds;
 use super::vocab::{collection_error_code, AuthOutcome, Event, FilterStage, Task, REQUEST_CODES};
 use super::{Collection, QueueGauge};
 use crate::wire::observe::{
-    AuthenticationObservation, CollectionStatus, FilterCounter, Http, MaintenanceObservation,
-    MessageCounter, ObserveResponse, Pool, QueueObservation, RequestObservation, Runtime, Storage,
-    StorageOperation,
+    AuthenticationObservation, CollectionStatus, DatabaseObservation, FilterCounter, Http,
+    MaintenanceObservation, MessageCounter, ObserveResponse, Pool, QueueObservation,
+    RequestObservation, Runtime, Storage, StorageOperation,
 };
 
 /// Cloudflare Workers allow six simultaneous outgoing connections per
@@ -73,6 +73,23 @@ impl Counters {
             version: env!("CARGO_PKG_VERSION").to_string(),
             access: access.to_string(),
             http: self.http(),
+            databases: collection
+                .databases
+                .iter()
+                .map(|(name, failure)| DatabaseObservation {
+                    name: name.clone(),
+                    state: if failure.is_some() {
+                        "unavailable"
+                    } else {
+                        "available"
+                    }
+                    .to_string(),
+                    error_code: failure
+                        .as_deref()
+                        .map_or("", collection_error_code)
+                        .to_string(),
+                })
+                .collect(),
         }
     }
 

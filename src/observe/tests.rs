@@ -33,6 +33,7 @@ fn collected(queues: Vec<QueueGauge>) -> Collection {
         duration_seconds: 0.004,
         schema_version: "5".to_string(),
         ping_seconds: Some(0.002),
+        databases: Vec::new(),
     }
 }
 
@@ -42,6 +43,7 @@ fn failed(code: &str) -> Collection {
         duration_seconds: 0.5,
         schema_version: "5".to_string(),
         ping_seconds: None,
+        databases: Vec::new(),
     }
 }
 

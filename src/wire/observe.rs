@@ -28,6 +28,19 @@ pub struct ObserveResponse {
     pub version: String,
     pub access: String,
     pub http: Http,
+    /// [Worker extension] With several databases (docs/databases.md):
+    /// whether each answered this collection; absent with one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub databases: Vec<DatabaseObservation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatabaseObservation {
+    pub name: String,
+    /// `available` or `unavailable`.
+    pub state: String,
+    /// `""` when it answered, otherwise a bounded category.
+    pub error_code: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
