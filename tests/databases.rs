@@ -510,6 +510,40 @@ async fn a_database_that_is_down_fails_only_its_own_queues() {
 }
 
 #[tokio::test]
+async fn names_already_placed_are_served_while_the_catalog_is_down() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let queues = names(12);
+    for name in &queues {
+        broker.create(name).await;
+    }
+    deployment.dbs[0].down.store(true, Ordering::SeqCst);
+    for name in &queues {
+        let (status, json) = broker.send(name, "x").await;
+        if deployment.chosen(name) == 0 {
+            assert_refused(status, &json, 503, "unavailable");
+        } else {
+            assert_eq!(status, 200, "{name}: {json}");
+        }
+    }
+    // A new name needs the catalog to be placed; a fresh isolate needs it
+    // to find any name.
+    let (status, json) = broker
+        .rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "brand-new", "config": {}}),
+        )
+        .await;
+    assert_refused(status, &json, 503, "unavailable");
+    let elsewhere = queues
+        .iter()
+        .find(|n| deployment.chosen(n) != 0)
+        .expect("a name");
+    let (status, json) = deployment.isolate().send(elsewhere, "x").await;
+    assert_refused(status, &json, 503, "unavailable");
+}
+
+#[tokio::test]
 async fn a_database_added_later_takes_new_names_only() {
     let deployment = Deployment::new(2);
     let broker = deployment.isolate();
