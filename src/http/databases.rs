@@ -415,12 +415,17 @@ mod tests {
             (",", ""),
             ("a=libsql://x", "libsql://y"),
             ("abcdefghijklmnopqrstuvwxyz0123456=libsql://x", ""),
+            ("aB=libsql://x", ""),
+            ("a.b=libsql://x", ""),
+            ("a b=libsql://x", ""),
         ] {
             let result = database_specs(&vars(&[("MQLITE_DATABASES", list), ("MQLITE_DB", db)]));
             assert!(result.is_err(), "{list:?} {db:?}: {result:?}");
         }
         let longest = "abcdefghijklmnopqrstuvwxyz012345=libsql://x";
         assert!(database_specs(&vars(&[("MQLITE_DATABASES", longest)])).is_ok());
+        let every_kind = "0a_b-9=libsql://x";
+        assert!(database_specs(&vars(&[("MQLITE_DATABASES", every_kind)])).is_ok());
     }
 
     #[test]
