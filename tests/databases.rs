@@ -406,6 +406,49 @@ async fn a_topic_and_its_subscriptions_live_together() {
     assert_refused(status, &json, 409, "name_conflict");
 }
 
+/// Names Subscribe and CreateQueue refuse are refused before anything is
+/// placed: no request reaches any database.
+#[tokio::test]
+async fn refused_names_place_nothing() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    for (rpc, body, status, code) in [
+        (
+            "AdminService/Subscribe",
+            json!({"topic": "t", "name": ""}),
+            400,
+            "invalid_argument",
+        ),
+        (
+            "AdminService/Subscribe",
+            json!({"topic": "", "name": "s"}),
+            400,
+            "invalid_argument",
+        ),
+        (
+            "AdminService/Subscribe",
+            json!({"topic": "t", "name": "t"}),
+            409,
+            "name_conflict",
+        ),
+        (
+            "AdminService/CreateQueue",
+            json!({"name": "", "config": {}}),
+            400,
+            "invalid_argument",
+        ),
+    ] {
+        let before = deployment.requests();
+        let (got, json) = broker.rpc(rpc, body.clone()).await;
+        assert_refused(got, &json, status, code);
+        assert_eq!(
+            deployment.requests_since(&before),
+            [0, 0, 0],
+            "{rpc} {body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_deleted_name_is_created_again_where_it_was() {
     let deployment = Deployment::new(3);
