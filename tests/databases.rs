@@ -329,6 +329,10 @@ async fn views_cover_every_database() {
 
     let status = broker.ok("AdminService/Status", json!({})).await;
     assert_eq!(status["queues"], 9, "{status}");
+    assert_eq!(
+        status["uptime_ms"], 0,
+        "the manual clock has not moved: {status}"
+    );
     assert!(status["ping_ms"].as_i64().expect("ping") >= 0);
 
     let observed = broker.ok("AdminService/Observe", json!({})).await;
@@ -385,6 +389,9 @@ async fn a_topic_and_its_subscriptions_live_together() {
     for sub in ["s0", "s1", "s2", "s3"] {
         assert_eq!(other.take(sub).await, "extra");
     }
+    let status = other.ok("AdminService/Status", json!({})).await;
+    let counts = (status["queues"].as_i64(), status["subscriptions"].as_i64());
+    assert_eq!(counts, (Some(0), Some(4)), "{status}");
     let subscriptions = other.ok("AdminService/ListSubscriptions", json!({})).await;
     assert_eq!(
         subscriptions["subscriptions"].as_array().map(Vec::len),
