@@ -6,7 +6,7 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use mqlite_edge::engine::{Clock, Engine, Limits};
@@ -15,22 +15,62 @@ use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use serde_json::{json, Value};
 use support::*;
 
-/// One database: the in-process server, a request count, and a switch
-/// that makes it unreachable (nothing sent).
+/// One database: the in-process server, a request count, a switch that
+/// makes it unreachable (nothing sent), and a countdown after which every
+/// request fails (negative: never): applied with its answer lost, or, with
+/// `refuse`, refused unsent.
 #[derive(Clone)]
 struct Db {
     inner: InProcess,
     requests: Arc<AtomicU64>,
     down: Arc<AtomicBool>,
+    answers_left: Arc<AtomicI64>,
+    refuse: Arc<AtomicBool>,
+}
+
+impl Db {
+    fn over(temp: &TempDb) -> Self {
+        Db {
+            inner: InProcess {
+                db: temp.db.clone(),
+            },
+            requests: Arc::default(),
+            down: Arc::default(),
+            answers_left: Arc::new(AtomicI64::new(-1)),
+            refuse: Arc::default(),
+        }
+    }
+
+    /// Answers `n` more requests, then loses the answer of every later one
+    /// (`n` negative: answers all again).
+    fn lose_answers_after(&self, n: i64) {
+        self.refuse.store(false, Ordering::SeqCst);
+        self.answers_left.store(n, Ordering::SeqCst);
+    }
+
+    /// Answers `n` more requests, then refuses every later one unsent.
+    fn refuse_after(&self, n: i64) {
+        self.refuse.store(true, Ordering::SeqCst);
+        self.answers_left.store(n, Ordering::SeqCst);
+    }
 }
 
 impl Transport for Db {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
-        if self.down.load(Ordering::SeqCst) {
+        let left = self.answers_left.load(Ordering::SeqCst);
+        let refused = left == 0 && self.refuse.load(Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) || refused {
             return Err(TransportError::NotSent("connection refused".into()));
         }
         self.requests.fetch_add(1, Ordering::SeqCst);
-        self.inner.send_pipeline(body).await
+        let reply = self.inner.send_pipeline(body).await;
+        if left == 0 {
+            return Err(TransportError::AnswerLost("connection reset".into()));
+        }
+        if left > 0 {
+            self.answers_left.store(left - 1, Ordering::SeqCst);
+        }
+        reply
     }
 
     async fn pause(&self, _millis: u32) {}
@@ -47,14 +87,7 @@ struct Deployment {
 impl Deployment {
     fn new(n: usize) -> Self {
         let temps: Vec<TempDb> = (0..n).map(|_| TempDb::new()).collect();
-        let dbs = temps
-            .iter()
-            .map(|t| Db {
-                inner: InProcess { db: t.db.clone() },
-                requests: Arc::default(),
-                down: Arc::default(),
-            })
-            .collect();
+        let dbs = temps.iter().map(Db::over).collect();
         Deployment {
             names: (0..n).map(|i| format!("db{i}")).collect(),
             dbs,
@@ -66,13 +99,7 @@ impl Deployment {
     /// The same databases plus one more, listed last.
     fn with_one_more(mut self) -> Self {
         let temp = TempDb::new();
-        self.dbs.push(Db {
-            inner: InProcess {
-                db: temp.db.clone(),
-            },
-            requests: Arc::default(),
-            down: Arc::default(),
-        });
+        self.dbs.push(Db::over(&temp));
         self.names.push(format!("db{}", self.names.len()));
         self._temps.push(temp);
         self
@@ -115,15 +142,58 @@ impl Deployment {
             .collect()
     }
 
-    /// The queues database `index` itself holds.
-    async fn queues_in(&self, index: usize) -> BTreeSet<String> {
-        let engine = Engine::new(
+    /// An engine straight on database `index`, for inspection.
+    fn engine(&self, index: usize) -> Engine<InProcess> {
+        Engine::new(
             self.dbs[index].inner.clone(),
             self.clock.clone(),
             Limits::default(),
-        );
-        let queues = engine.list_queues().await.expect("list");
+        )
+    }
+
+    /// The queues database `index` itself holds.
+    async fn queues_in(&self, index: usize) -> BTreeSet<String> {
+        let queues = self.engine(index).list_queues().await.expect("list");
         queues.into_iter().map(|q| q.name).collect()
+    }
+
+    /// Rows of the relay's tables in every database: messages in transit
+    /// and receipts kept.
+    async fn relay_rows(&self) -> (i64, i64) {
+        let mut rows = (0, 0);
+        for index in 0..self.dbs.len() {
+            let engine = self.engine(index);
+            let count = |sql: &'static str| {
+                let engine = &engine;
+                async move { query(engine, sql).await[0][0].as_i64().expect("a count") }
+            };
+            rows.0 += count("SELECT count(*) FROM redrive_outbox").await;
+            rows.1 += count("SELECT count(*) FROM redrive_receipts").await;
+        }
+        rows
+    }
+
+    /// A fresh isolate with `src` holding `n` dead letters (`m0`, …) and
+    /// an empty `dst` in another database.
+    async fn dead_letters_apart(&self, n: usize) -> (Broker, String, String) {
+        let broker = self.isolate();
+        let (src, dst) = self.apart();
+        broker.create(&src).await;
+        broker.create(&dst).await;
+        broker.dead_letters(&src, "m", n).await;
+        (broker, src, dst)
+    }
+
+    /// Two names rendezvous hashing puts in different databases.
+    fn apart(&self) -> (String, String) {
+        let all = names(30);
+        let first = all[0].clone();
+        let other = all
+            .iter()
+            .find(|n| self.chosen(n) != self.chosen(&first))
+            .expect("another database")
+            .clone();
+        (first, other)
     }
 
     /// The index of the database rendezvous hashing picks for `name`.
@@ -480,23 +550,221 @@ async fn a_deleted_name_is_created_again_where_it_was() {
     assert_eq!(broker.send("again", "x").await.0, 200);
 }
 
+impl Broker {
+    /// `n` dead letters in `queue` (Reject), with bodies `{prefix}0`, ….
+    async fn dead_letters(&self, queue: &str, prefix: &str, n: usize) {
+        for i in 0..n {
+            self.send(queue, &format!("{prefix}{i}")).await;
+            let got = self
+                .ok(
+                    "QueueService/Receive",
+                    json!({"queue": queue, "max_messages": 1}),
+                )
+                .await;
+            let message = &got["messages"][0];
+            self.ok(
+                "QueueService/Reject",
+                json!({"queue": queue, "seq_number": message["seq_number"],
+                       "lock_token": message["lock_token"]}),
+            )
+            .await;
+        }
+    }
+
+    /// Every message `queue` delivers, completed: their bodies' texts.
+    async fn drain(&self, queue: &str) -> Vec<String> {
+        let mut bodies = Vec::new();
+        loop {
+            let stats = self.ok("QueueService/Stats", json!({"queue": queue})).await;
+            if stats["active"] == 0 {
+                return bodies;
+            }
+            bodies.push(self.take(queue).await);
+        }
+    }
+
+    async fn dead_lettered(&self, queue: &str) -> i64 {
+        let stats = self.ok("QueueService/Stats", json!({"queue": queue})).await;
+        stats["dead_lettered"].as_i64().expect("a count")
+    }
+}
+
 #[tokio::test]
-async fn a_redrive_across_databases_is_refused_and_moves_nothing() {
+async fn c172_a_redrive_across_databases_moves_every_dead_letter_once() {
+    let deployment = Deployment::new(3);
+    let (broker, src, dst) = deployment.dead_letters_apart(5).await;
+    let before = deployment.requests();
+    let moved = broker
+        .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_eq!(moved, json!({"moved": 5}));
+    // The four steps of one chunk, two in each database; the catalog is
+    // not asked again.
+    let spent = deployment.requests_since(&before);
+    assert_eq!(spent[deployment.chosen(&src)], 2, "{spent:?}");
+    assert_eq!(spent[deployment.chosen(&dst)], 2, "{spent:?}");
+    assert_eq!(spent.iter().sum::<u64>(), 4, "{spent:?}");
+    assert_eq!(broker.dead_lettered(&src).await, 0);
+    // Fresh active copies, in seq order, bodies as they were (T19).
+    let peeked = broker
+        .ok("QueueService/Peek", json!({"queue": dst, "max": 10}))
+        .await;
+    let copies = messages(&peeked);
+    assert_eq!(copies.len(), 5);
+    for message in copies {
+        assert_eq!(message["state"], "active", "{message}");
+        // A zero delivery count and no reason are left out of the answer.
+        assert!(message.get("delivery_count").is_none(), "{message}");
+        assert!(message.get("dead_letter_reason").is_none(), "{message}");
+    }
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+    // Nothing left: a second Redrive moves nothing.
+    let again = broker
+        .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_eq!(again, json!({"moved": 0}));
+}
+
+#[tokio::test]
+async fn c174_a_redrive_across_databases_keeps_max_and_pacing() {
+    let deployment = Deployment::new(3);
+    let (broker, src, dst) = deployment.dead_letters_apart(5).await;
+    let moved = broker
+        .ok(
+            "AdminService/Redrive",
+            json!({"queue": src, "target": dst, "max": 2}),
+        )
+        .await;
+    assert_eq!(moved, json!({"moved": 2}));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+    // Paced two a chunk; this waiter's time budget is spent after the
+    // first chunk, so each call moves one chunk and callers repeat.
+    let paced = json!({"queue": src, "target": dst, "rate_per_sec": 2});
+    let moved = broker.ok("AdminService/Redrive", paced.clone()).await;
+    assert_eq!(moved, json!({"moved": 2}));
+    let moved = broker.ok("AdminService/Redrive", paced).await;
+    assert_eq!(moved, json!({"moved": 1}));
+    assert_eq!(broker.drain(&dst).await, ["m2", "m3", "m4"]);
+    assert_eq!(broker.dead_lettered(&src).await, 0);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+#[tokio::test]
+async fn a_redrive_across_databases_to_a_missing_target_moves_nothing() {
     let deployment = Deployment::new(3);
     let broker = deployment.isolate();
-    let all = names(30);
-    let (a, b) = (
-        &all[0],
-        all.iter()
-            .find(|n| deployment.chosen(n) != deployment.chosen(&all[0]))
-            .expect("another database"),
-    );
-    broker.create(a).await;
-    broker.create(b).await;
+    let (src, dst) = deployment.apart();
+    broker.create(&src).await;
+    broker.dead_letters(&src, "m", 2).await;
+    // `dst` was never created: the catalog answers for it.
     let (status, json) = broker
-        .rpc("AdminService/Redrive", json!({"queue": a, "target": b}))
+        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
         .await;
-    assert_refused(status, &json, 400, "invalid_argument");
+    assert_refused(status, &json, 404, "not_found");
+    assert_eq!(broker.dead_lettered(&src).await, 2);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+/// Every point at which a Redrive across databases can be cut: the answer
+/// of its `cut`-th request to the source's database (or the target's) is
+/// lost. Whatever the first call answered, a second one finishes the move:
+/// every dead letter reaches the target exactly once.
+#[tokio::test]
+async fn a_redrive_across_databases_cut_anywhere_never_loses_or_copies_a_message() {
+    for (in_target, cut) in [(true, 0), (false, 0), (true, 1), (false, 1), (true, 2)] {
+        let deployment = Deployment::new(2);
+        let (broker, src, dst) = deployment.dead_letters_apart(3).await;
+        let side = if in_target { &dst } else { &src };
+        deployment.dbs[deployment.chosen(side)].lose_answers_after(cut);
+        let (status, first) = broker
+            .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
+            .await;
+        deployment.dbs[deployment.chosen(side)].lose_answers_after(-1);
+        let case = format!(
+            "answer {cut} of the {} lost",
+            if in_target { "target" } else { "source" }
+        );
+        let first_moved = if status == 200 {
+            first["moved"].as_i64().expect("moved")
+        } else {
+            assert_eq!(status, 503, "{case}: {first}");
+            0
+        };
+        let second = broker
+            .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
+            .await;
+        let second_moved = second["moved"].as_i64().expect("moved");
+        assert_eq!(broker.dead_lettered(&src).await, 0, "{case}");
+        assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"], "{case}");
+        assert!(
+            first_moved + second_moved <= 3,
+            "{case}: {first} then {second}"
+        );
+        assert_eq!(
+            deployment.relay_rows().await.0,
+            0,
+            "{case}: nothing in transit"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_target_deleted_while_its_messages_travel_gives_them_back() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(2).await;
+    let peek = json!({"queue": src, "max": 10, "state": "dead_lettered"});
+    let dead_letters = |peeked: Value| -> Vec<(Value, Value)> {
+        messages(&peeked)
+            .iter()
+            .map(|m| (m["seq_number"].clone(), m["body"].clone()))
+            .collect()
+    };
+    let before = dead_letters(broker.ok("QueueService/Peek", peek.clone()).await);
+    assert_eq!(before.len(), 2);
+    // The target's database refuses the delivery: the messages stay in
+    // transit, and their queue cannot be deleted meanwhile.
+    let target_db = &deployment.dbs[deployment.chosen(&dst)];
+    target_db.refuse_after(0);
+    let (status, json) = broker
+        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_refused(status, &json, 503, "unavailable");
+    target_db.lose_answers_after(-1);
+    assert_eq!(deployment.relay_rows().await, (2, 0));
+    assert_eq!(broker.dead_lettered(&src).await, 0);
+    let generation_of = |listed: &Value, name: &str| {
+        listed["queues"]
+            .as_array()
+            .and_then(|qs| qs.iter().find(|q| q["name"] == json!(name)))
+            .map(|q| q["generation"].clone())
+            .expect("listed")
+    };
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    let (status, json) = broker
+        .rpc(
+            "AdminService/DeleteQueue",
+            json!({"name": src, "generation": generation_of(&listed, &src)}),
+        )
+        .await;
+    assert_refused(status, &json, 409, "queue_not_empty");
+    // The target goes; the next Redrive puts the messages back as they
+    // were, seqs included, and answers that the target is missing.
+    broker
+        .ok(
+            "AdminService/DeleteQueue",
+            json!({"name": dst, "generation": generation_of(&listed, &dst)}),
+        )
+        .await;
+    let (status, json) = broker
+        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_refused(status, &json, 404, "not_found");
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+    assert_eq!(
+        dead_letters(broker.ok("QueueService/Peek", peek).await),
+        before
+    );
 }
 
 #[tokio::test]

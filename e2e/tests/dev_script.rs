@@ -256,7 +256,8 @@ fn run_script(runtime: Runtime) {
     if let Runtime::PlainWorkerd { processes, shards } = runtime {
         concurrent_writes_on_every_process(port, processes, &token);
         if shards > 1 {
-            queues_spread_over_databases(port, shards, &token);
+            let listed = queues_spread_over_databases(port, shards, &token);
+            redrive_across_databases(port, &token, &listed);
         }
     }
 
@@ -333,7 +334,7 @@ fn run_script(runtime: Runtime) {
 
 /// Queues created through one endpoint land in every database, and
 /// ListQueues says where each lives.
-fn queues_spread_over_databases(port: u16, shards: u16, token: &str) {
+fn queues_spread_over_databases(port: u16, shards: u16, token: &str) -> serde_json::Value {
     let rpc = |name: &str, body: String| -> serde_json::Value {
         let reply = ureq::post(&format!("http://127.0.0.1:{port}/mqlite.v1.{name}"))
             .set("Authorization", &format!("Bearer {token}"))
@@ -367,6 +368,62 @@ fn queues_spread_over_databases(port: u16, shards: u16, token: &str) {
         })
         .collect();
     assert_eq!(databases, expected, "{listed}");
+    listed
+}
+
+/// Dead letters redriven into a queue of another database arrive once
+/// each, bodies intact (docs/databases.md, "Redrive across databases").
+fn redrive_across_databases(port: u16, token: &str, listed: &serde_json::Value) {
+    let rpc = |name: &str, body: serde_json::Value| -> serde_json::Value {
+        let reply = ureq::post(&format!("http://127.0.0.1:{port}/mqlite.v1.{name}"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .send_string(&body.to_string())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        reply.into_json().expect("a JSON answer")
+    };
+    let queues = listed["queues"].as_array().expect("queues");
+    let spread =
+        |q: &&serde_json::Value| q["name"].as_str().is_some_and(|n| n.starts_with("spread-"));
+    let src = queues.iter().find(spread).expect("a queue");
+    let dst = queues
+        .iter()
+        .filter(spread)
+        .find(|q| q["database"] != src["database"])
+        .expect("a queue in another database");
+    let (src, dst) = (src["name"].clone(), dst["name"].clone());
+    let bodies = ["YQ==", "", "/w=="];
+    for body in bodies {
+        let message = serde_json::json!({"queue": src, "messages": [{"body": body}]});
+        rpc("QueueService/Send", message);
+        let got = rpc(
+            "QueueService/Receive",
+            serde_json::json!({"queue": src, "max_messages": 1}),
+        );
+        let message = &got["messages"][0];
+        rpc(
+            "QueueService/Reject",
+            serde_json::json!({"queue": src, "seq_number": message["seq_number"],
+                               "lock_token": message["lock_token"]}),
+        );
+    }
+    let moved = rpc(
+        "AdminService/Redrive",
+        serde_json::json!({"queue": src, "target": dst}),
+    );
+    assert_eq!(moved, serde_json::json!({"moved": 3}));
+    let got = rpc(
+        "QueueService/Receive",
+        serde_json::json!({"queue": dst, "max_messages": 10}),
+    );
+    let received: Vec<&str> = got["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["body"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(received, bodies, "{got}");
+    let stats = rpc("QueueService/Stats", serde_json::json!({"queue": src}));
+    assert_eq!(stats["dead_lettered"], 0, "{stats}");
 }
 
 /// Every process serves, and concurrent Sends through each (its group

@@ -86,6 +86,8 @@ impl<T: Transport> Engine<T> {
         // Rows whose TTL ran out must not keep the queue non-empty.
         let housekeeping = self.housekeeping(&mut program, name);
         let not_empty = program.guard(&HOLDS_MESSAGES, vec![name.into()]);
+        // Dead letters on their way to another database are still its own.
+        let in_transit = program.guard(&super::dlq_across::IN_TRANSIT_FROM, vec![name.into()]);
         for statement in &DELETE_QUEUE {
             program.step(statement, vec![name.into()]);
         }
@@ -101,7 +103,9 @@ impl<T: Transport> Engine<T> {
                 )))
             }
             Err(RunError::Rejected(step)) if step == changed => Err(EngineError::QueueChanged),
-            Err(RunError::Rejected(step)) if step == not_empty => Err(EngineError::QueueNotEmpty),
+            Err(RunError::Rejected(step)) if step == not_empty || step == in_transit => {
+                Err(EngineError::QueueNotEmpty)
+            }
             Err(e) => Err(unexpected(e)),
         }
     }

@@ -10,8 +10,8 @@ use crate::store::{Program, RunError, Transport};
 /// How long one Redrive call keeps moving paced chunks before it returns
 /// the count moved so far (callers repeat); the reference sleeps 1 s
 /// between chunks until done, which a Worker request cannot promise.
-const REDRIVE_BUDGET_MS: u64 = 25_000;
-const CHUNK_PAUSE_MS: u64 = 1_000;
+pub(super) const REDRIVE_BUDGET_MS: u64 = 25_000;
+pub(super) const CHUNK_PAUSE_MS: u64 = 1_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedriveRequest {
@@ -101,6 +101,34 @@ fn non_negative(value: i64, message: String) -> Result<(), EngineError> {
     }
 }
 
+impl RedriveRequest {
+    /// The checks every Redrive makes before it reaches a database.
+    pub(super) fn validate(&self) -> Result<(), EngineError> {
+        require_name(&self.queue)?;
+        non_negative(self.max, format!("max must be >= 0 (got {})", self.max))?;
+        non_negative(self.older_than_ms, "older-than must be >= 0".into())?;
+        super::at_most("older_than_ms", self.older_than_ms, super::MAX_DURATION_MS)?;
+        non_negative(
+            self.rate_per_sec,
+            format!("rate must be >= 0 (got {})", self.rate_per_sec),
+        )
+    }
+
+    /// The size of the next chunk once `moved` have moved: what `max`
+    /// leaves, in chunks of `rate_per_sec` when paced (i64::MAX: all).
+    pub(super) fn next_chunk(&self, moved: i64) -> i64 {
+        let remaining = if self.max > 0 {
+            self.max - moved
+        } else {
+            i64::MAX
+        };
+        match self.rate_per_sec {
+            0 => remaining,
+            rate => rate.min(remaining),
+        }
+    }
+}
+
 impl<T: Transport> Engine<T> {
     /// Moves dead letters back to active, in place or into another queue.
     /// With `rate_per_sec`, each chunk of that size is its own transaction,
@@ -110,33 +138,11 @@ impl<T: Transport> Engine<T> {
         request: &RedriveRequest,
         waiter: &impl Waiter,
     ) -> Result<i64, EngineError> {
-        require_name(&request.queue)?;
-        non_negative(
-            request.max,
-            format!("max must be >= 0 (got {})", request.max),
-        )?;
-        non_negative(request.older_than_ms, "older-than must be >= 0".into())?;
-        super::at_most(
-            "older_than_ms",
-            request.older_than_ms,
-            super::MAX_DURATION_MS,
-        )?;
-        non_negative(
-            request.rate_per_sec,
-            format!("rate must be >= 0 (got {})", request.rate_per_sec),
-        )?;
+        request.validate()?;
         let in_place = request.target.is_empty() || request.target == request.queue;
         let mut moved = 0i64;
         loop {
-            let remaining = if request.max > 0 {
-                request.max - moved
-            } else {
-                i64::MAX
-            };
-            let chunk = match request.rate_per_sec {
-                0 => remaining,
-                rate => rate.min(remaining),
-            };
+            let chunk = request.next_chunk(moved);
             let n = self.redrive_chunk(request, in_place, chunk).await?;
             moved += n;
             let done =

@@ -6,6 +6,7 @@ mod admin;
 mod clock;
 mod deferred;
 mod dlq;
+mod dlq_across;
 mod effects;
 mod keys;
 mod maintenance;
@@ -29,6 +30,7 @@ mod wait;
 pub use admin::{EntityCounts, QueueGauge};
 pub use clock::{set_wall_clock, Clock};
 pub use dlq::RedriveRequest;
+pub use dlq_across::{redrive_across, Site};
 pub(crate) use effects::vocabulary;
 pub use effects::{
     Effect, Effects, Event, FilterStage, MaintenanceOutcome, StorageCall, StorageOp,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use mqlite_libsql::Database;
 
 use super::{
-    admin, deferred, dlq, keys, maintenance, peek, pgmq, placement, receive, send, send_fold,
-    settle, settle_fold, stats,
+    admin, deferred, dlq, dlq_across, keys, maintenance, peek, pgmq, placement, receive, send,
+    send_fold, settle, settle_fold, stats,
 };
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
@@ -657,4 +657,93 @@ fn the_claim_head_reads_the_next_due_times_from_index_heads() {
         !d.iter().any(|l| l.contains("TEMP B-TREE")),
         "claim head sorts:\n{d:#?}"
     );
+}
+
+/// A Redrive across databases: its chunk is cut from the dead letters by
+/// state and seq, and the outbox and the receipts are reached by key, never
+/// walked (docs/databases.md).
+#[test]
+fn redrive_across_databases_seeks_its_chunk_the_outbox_and_the_receipts() {
+    let seqs = || text("[1,2]");
+    let carried = || (0..8).map(|_| Value::Null);
+    let mut deliver = vec![text("q"), text("db0"), int(1)];
+    deliver.extend(carried());
+    for (name, statement, args, seeks) in [
+        (
+            "into outbox",
+            &dlq_across::INTO_OUTBOX,
+            vec![
+                text("q"),
+                int(0),
+                int(10),
+                int(1 << 20),
+                text("db1"),
+                text("dst"),
+            ],
+            "messages_by_state (queue=? AND state=?)",
+        ),
+        (
+            "out of queue",
+            &dlq_across::OUT_OF_QUEUE,
+            vec![text("q")],
+            "redrive_outbox_by_source (source=?)",
+        ),
+        (
+            "more",
+            &dlq_across::MORE_DEAD_LETTERS,
+            vec![text("q"), int(0)],
+            "messages_by_state (queue=? AND state=?)",
+        ),
+        (
+            "in transit",
+            &dlq_across::IN_TRANSIT,
+            vec![text("q")],
+            "redrive_outbox_by_source (source=?)",
+        ),
+        (
+            "count delivered",
+            &dlq_across::COUNT_DELIVERED,
+            vec![text("q"), text("db0"), seqs()],
+            "SEARCH r USING PRIMARY KEY (source_database=? AND seq=?)",
+        ),
+        (
+            "deliver",
+            &dlq_across::DELIVER,
+            deliver,
+            "redrive_receipts USING PRIMARY KEY (source_database=? AND seq=?)",
+        ),
+        (
+            "received",
+            &dlq_across::RECEIVED,
+            vec![text("db0"), seqs()],
+            "json_each",
+        ),
+        (
+            "delivered",
+            &dlq_across::DELIVERED,
+            vec![seqs()],
+            "redrive_outbox USING INTEGER PRIMARY KEY (rowid=?)",
+        ),
+        (
+            "receipts done",
+            &dlq_across::RECEIPTS_DONE,
+            vec![text("db0"), seqs()],
+            "redrive_receipts USING PRIMARY KEY (source_database=? AND seq=?)",
+        ),
+        (
+            "put back",
+            &dlq_across::PUT_BACK,
+            vec![seqs()],
+            "redrive_outbox USING INTEGER PRIMARY KEY (rowid=?)",
+        ),
+    ] {
+        let d = plan(statement, args);
+        assert_no_message_scan(name, &d);
+        assert_uses(name, &d, seeks);
+        assert!(
+            !d.iter()
+                .any(|l| l.starts_with("SCAN redrive_") || l.starts_with("SCAN r ")),
+            "{name} walks the outbox or the receipts:\n{d:#?}"
+        );
+    }
 }

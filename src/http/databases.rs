@@ -19,7 +19,7 @@ use std::task::Poll;
 
 use sha2::{Digest, Sha256};
 
-use crate::engine::{Engine, EngineError, KeyCheck};
+use crate::engine::{redrive_across, Engine, EngineError, KeyCheck, RedriveRequest, Site, Waiter};
 use crate::store::{StoreError, Transport};
 
 /// The name of the database when `MQLITE_DATABASES` is not set.
@@ -253,10 +253,32 @@ impl<T: Transport> Databases<T> {
         Ok(&self.engines[index])
     }
 
-    /// Whether `a` and `b` live in the same database (a Redrive between
-    /// queues moves messages inside one transaction).
-    pub async fn together(&self, a: &str, b: &str) -> Result<bool, EngineError> {
-        Ok(self.index_of(a).await? == self.index_of(b).await?)
+    /// A Redrive: inside the source's database when the target lives
+    /// there too (one transaction per chunk), else relayed between the two
+    /// databases without losing or copying a message twice
+    /// ([`redrive_across`], docs/databases.md).
+    pub async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        waiter: &impl Waiter,
+    ) -> Result<i64, EngineError> {
+        let source = self.index_of(&request.queue).await?;
+        let in_place = request.target.is_empty() || request.target == request.queue;
+        let target = if in_place {
+            source
+        } else {
+            self.index_of(&request.target).await?
+        };
+        if source == target {
+            return self.engines[source].redrive(request, waiter).await;
+        }
+        let sites: Vec<Site<'_, T>> = self
+            .names
+            .iter()
+            .zip(&self.engines)
+            .map(|(name, engine)| Site { name, engine })
+            .collect();
+        redrive_across(&sites, source, target, request, waiter).await
     }
 
     /// Runs `view` on every database at once; the answers in configuration

@@ -152,18 +152,7 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::Redrive => {
             let request: RedriveRequest = decode(&body)?;
-            let request: crate::engine::RedriveRequest = request.into();
-            let target = &request.target;
-            if !target.is_empty() && !databases.together(&request.queue, target).await? {
-                return Err(EngineError::InvalidArgument(format!(
-                    "mqlite: redrive target {target:?} lives in another database than {:?}: \
-                     a redrive moves messages within one database (docs/databases.md)",
-                    request.queue
-                ))
-                .into());
-            }
-            let engine = databases.of(&request.queue).await?;
-            let moved = engine.redrive(&request, waiter).await?;
+            let moved = databases.redrive(&request.into(), waiter).await?;
             json(&RedriveResponse { moved })
         }
         Rpc::Purge => {

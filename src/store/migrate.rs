@@ -64,6 +64,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_placements.sql",
         sql: include_str!("../../migrations/0009_placements.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_redrive_across.sql",
+        sql: include_str!("../../migrations/0010_redrive_across.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.
