@@ -664,6 +664,12 @@ async fn a_redrive_across_databases_to_a_missing_target_moves_nothing() {
     assert_refused(status, &json, 404, "not_found");
     assert_eq!(broker.dead_lettered(&src).await, 2);
     assert_eq!(deployment.relay_rows().await, (0, 0));
+    // With nothing to move the target is still checked.
+    broker.ok("AdminService/Purge", json!({"queue": src})).await;
+    let (status, json) = broker
+        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_refused(status, &json, 404, "not_found");
 }
 
 /// Every point at which a Redrive across databases can be cut: the answer

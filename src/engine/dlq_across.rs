@@ -215,6 +215,11 @@ pub async fn redrive_across<T: Transport>(
             .move_to_outbox(request, there.name, chunk)
             .await?;
         requests += 1;
+        if outbox.transit.is_empty() && moved == 0 {
+            // Nothing to carry: the target is still checked (404).
+            there.engine.require_queue(&request.target).await?;
+            return Ok(0);
+        }
         let mut target_gone = false;
         for (database, queue, group) in by_target(&outbox.transit) {
             let destination = sites.iter().find(|s| s.name == database);
@@ -272,6 +277,17 @@ fn by_target(transit: &[Transit]) -> Vec<(&str, &str, Vec<&Transit>)> {
 }
 
 impl<T: Transport> Engine<T> {
+    /// `QueueNotFound` unless `queue` exists here (one read).
+    async fn require_queue(&self, queue: &str) -> Result<(), EngineError> {
+        let mut program = Program::read();
+        let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
+        match self.run(&mut program).await {
+            Ok(_) => Ok(()),
+            Err(RunError::Rejected(step)) if step == missing => Err(EngineError::QueueNotFound),
+            Err(e) => Err(unexpected(e)),
+        }
+    }
+
     /// Step 1 in the source's database.
     async fn move_to_outbox(
         &self,
