@@ -1044,3 +1044,62 @@ async fn a_transport_missing_for_a_database_is_a_configuration_error() {
     let (status, json) = broker.rpc("AdminService/ListQueues", json!({})).await;
     assert_refused(status, &json, 500, "internal");
 }
+
+#[tokio::test]
+async fn create_queue_may_name_the_database_a_new_name_lives_in() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    let name = "pinned";
+    let picked = deployment.chosen(name);
+    let other = (picked + 1) % 3;
+    let database = deployment.names[other].clone();
+    let create = |database: &str| json!({"name": name, "config": {}, "database": database});
+    // An unknown database places nothing.
+    let before = deployment.requests();
+    let (status, json) = broker
+        .rpc("AdminService/CreateQueue", create("nowhere"))
+        .await;
+    assert_refused(status, &json, 400, "invalid_argument");
+    assert_eq!(deployment.requests_since(&before), [0, 0, 0]);
+    broker
+        .ok("AdminService/CreateQueue", create(&database))
+        .await;
+    assert_eq!(deployment.queues_in(other).await, [name.to_string()].into());
+    assert!(deployment.queues_in(picked).await.is_empty());
+    // Created again where it lives: as ever; anywhere else: it never moves.
+    broker
+        .ok("AdminService/CreateQueue", create(&database))
+        .await;
+    for isolate in [&broker, &deployment.isolate()] {
+        let (status, json) = isolate
+            .rpc(
+                "AdminService/CreateQueue",
+                create(&deployment.names[picked]),
+            )
+            .await;
+        assert_refused(status, &json, 409, "name_conflict");
+    }
+    // A fresh isolate finds it where it was put.
+    let fresh = deployment.isolate();
+    assert_eq!(fresh.send(name, "x").await.0, 200);
+    assert_eq!(fresh.take(name).await, "x");
+}
+
+#[tokio::test]
+async fn one_database_takes_its_own_name_at_create_queue() {
+    let deployment = Deployment::new(1);
+    let broker = deployment.isolate();
+    broker
+        .ok(
+            "AdminService/CreateQueue",
+            json!({"name": "q", "config": {}, "database": "db0"}),
+        )
+        .await;
+    let (status, json) = broker
+        .rpc(
+            "AdminService/CreateQueue",
+            json!({"name": "q", "config": {}, "database": "main"}),
+        )
+        .await;
+    assert_refused(status, &json, 400, "invalid_argument");
+}

@@ -212,20 +212,53 @@ impl<T: Transport> Databases<T> {
     }
 
     /// The engine of `name`'s database, placing the name first when it has
-    /// no placement yet (CreateQueue and pgmq's create).
+    /// no placement yet (pgmq's create).
     pub async fn placing(&self, name: &str) -> Result<&Engine<T>, EngineError> {
+        self.placing_in(name, "").await
+    }
+
+    /// [`Databases::placing`] for CreateQueue, which may name the database
+    /// (`requested`; empty: rendezvous hashing picks). A name that lives in
+    /// another database already stays there: `name_conflict`.
+    pub async fn placing_in(&self, name: &str, requested: &str) -> Result<&Engine<T>, EngineError> {
+        let wanted = match requested {
+            "" => None,
+            database => Some(self.listed(database)?),
+        };
         // An empty name places nothing: the catalog refuses it.
         if self.engines.len() == 1 || name.is_empty() {
             return Ok(self.catalog());
         }
-        if let Some(index) = self.placements.get(name) {
-            return Ok(&self.engines[index]);
+        let index = match self.placements.get(name) {
+            Some(index) => index,
+            None => {
+                let database =
+                    wanted.map_or_else(|| rendezvous(&self.names, name), |i| &self.names[i]);
+                let placed = self.catalog().place(name, database).await?;
+                self.learned(name, &placed)?
+            }
+        };
+        match wanted {
+            Some(want) if want != index => Err(EngineError::NameConflict(format!(
+                "mqlite: {name:?} lives in database {:?}, not {requested:?}: a name never \
+                 moves (docs/databases.md)",
+                self.names[index]
+            ))),
+            _ => Ok(&self.engines[index]),
         }
-        let database = self
-            .catalog()
-            .place(name, rendezvous(&self.names, name))
-            .await?;
-        Ok(&self.engines[self.learned(name, &database)?])
+    }
+
+    /// The index of a database a request names: one `MQLITE_DATABASES` lists.
+    fn listed(&self, database: &str) -> Result<usize, EngineError> {
+        self.names
+            .iter()
+            .position(|n| n == database)
+            .ok_or_else(|| {
+                EngineError::InvalidArgument(format!(
+                    "mqlite: no database {database:?} (this deployment has {})",
+                    self.names.join(", ")
+                ))
+            })
     }
 
     /// The engine of `topic`'s database, placing the topic (when new) and

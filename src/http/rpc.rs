@@ -146,7 +146,9 @@ pub async fn call<T: Transport, W: Waiter>(
         Rpc::CreateQueue => {
             let request: CreateQueueRequest = decode(&body)?;
             let config = request.config.unwrap_or_default().into();
-            let engine = databases.placing(&request.name).await?;
+            let engine = databases
+                .placing_in(&request.name, &request.database)
+                .await?;
             engine.create_queue(&request.name, &config).await?;
             json(&Empty {})
         }

@@ -60,6 +60,10 @@ pub struct CreateQueueRequest {
     pub name: String,
     #[serde(default)]
     pub config: Option<QueueConfig>,
+    /// This Worker's addition: the database a new name is placed in
+    /// instead of the one rendezvous hashing picks (docs/databases.md).
+    #[serde(default, deserialize_with = "nullable")]
+    pub database: String,
 }
 
 /// `{}`: the empty success object.
