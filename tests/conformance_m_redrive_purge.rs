@@ -108,6 +108,26 @@ async fn c173_rate_limited_redrive_moves_everything_in_paced_chunks() {
     assert_eq!(api.round_trips() - before, 2, "one transaction per chunk");
 }
 
+/// Paced chunks stop at `max`: the last chunk is what `max` leaves, and
+/// no chunk follows it.
+#[tokio::test]
+async fn c174_paced_redrive_stops_at_max_in_as_many_chunks() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    dead_letters(&api, "q", 5).await;
+    let before = api.round_trips();
+    assert_eq!(
+        api.ok(
+            "AdminService/Redrive",
+            json!({"queue":"q","rate_per_sec":2,"max":3})
+        )
+        .await,
+        json!({"moved":3})
+    );
+    assert_eq!(api.round_trips() - before, 2, "a chunk of 2, then of 1");
+    assert_eq!(api.stats("q").await["dead_lettered"], 2);
+}
+
 #[tokio::test]
 async fn c174_redrive_max_and_older_than() {
     let api = Api::new(&[]);

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use mqlite_edge::engine::{Clock, Engine, Limits};
+use mqlite_edge::engine::{Clock, Engine, Limits, Waiter};
 use mqlite_edge::http::{rendezvous, Config, Isolate, Request, Service};
 use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use serde_json::{json, Value};
@@ -213,12 +213,24 @@ impl Broker {
     }
 
     async fn request_as(&self, token: &str, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.request_waiting(token, method, path, body, &NoWait)
+            .await
+    }
+
+    async fn request_waiting(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        waiter: &impl Waiter,
+    ) -> (u16, Value) {
         let request = Request {
             method: method.into(),
             path: path.into(),
             headers: vec![("Authorization".into(), format!("Bearer {token}"))],
         };
-        let response = self.service.handle(&request, body.to_vec(), &NoWait).await;
+        let response = self.service.handle(&request, body.to_vec(), waiter).await;
         (response.status, json_body(&response))
     }
 
@@ -648,6 +660,40 @@ async fn c174_a_redrive_across_databases_keeps_max_and_pacing() {
     assert_eq!(broker.drain(&dst).await, ["m2", "m3", "m4"]);
     assert_eq!(broker.dead_lettered(&src).await, 0);
     assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+/// A waiter whose time never runs out and whose pauses take none: a
+/// paced Redrive moves every chunk in one call.
+struct Timeless;
+
+impl Waiter for Timeless {
+    fn elapsed_ms(&self) -> u64 {
+        0
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+}
+
+#[tokio::test]
+async fn c174_a_paced_redrive_across_databases_stops_at_max() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(5).await;
+    let before = deployment.requests();
+    let body = json!({"queue": src, "target": dst, "rate_per_sec": 2, "max": 3}).to_string();
+    let (status, moved) = broker
+        .request_waiting(
+            ADMIN,
+            "POST",
+            "/mqlite.v1.AdminService/Redrive",
+            body.as_bytes(),
+            &Timeless,
+        )
+        .await;
+    assert_eq!((status, moved), (200, json!({"moved": 3})));
+    // A chunk of 2, then of 1: four requests each, and none after.
+    assert_eq!(deployment.requests_since(&before).iter().sum::<u64>(), 8);
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);
+    assert_eq!(broker.dead_lettered(&src).await, 2);
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@
 use const_format::concatcp;
 
 use super::dlq::{RedriveRequest, CHUNK_PAUSE_MS, REDRIVE_BUDGET_MS, WAITERS_OF};
-use super::{require_name, unexpected, Engine, EngineError, Event, Waiter, QUEUE_MISSING};
+use super::{unexpected, Engine, EngineError, Event, Waiter, QUEUE_MISSING};
 use crate::store::hrana::Value;
 use crate::store::{Program, RunError, Statement, Transport};
 
@@ -200,7 +200,6 @@ pub async fn redrive_across<T: Transport>(
     waiter: &impl Waiter,
 ) -> Result<i64, EngineError> {
     request.validate()?;
-    require_name(&request.target)?;
     let (Some(here), Some(there)) = (sites.get(source), sites.get(target)) else {
         return Err(EngineError::Store(crate::store::StoreError::Failed(
             "redrive between databases not configured".into(),
