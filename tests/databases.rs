@@ -662,16 +662,53 @@ async fn c174_a_redrive_across_databases_keeps_max_and_pacing() {
     assert_eq!(deployment.relay_rows().await, (0, 0));
 }
 
-/// A waiter whose time never runs out and whose pauses take none: a
-/// paced Redrive moves every chunk in one call.
-struct Timeless;
+/// A waiter that has always waited this long and whose pauses take no
+/// time: with little elapsed a paced Redrive moves every chunk in one call.
+struct Elapsed(u64);
 
-impl Waiter for Timeless {
+impl Waiter for Elapsed {
     fn elapsed_ms(&self) -> u64 {
-        0
+        self.0
     }
 
     async fn sleep(&self, _millis: u64) {}
+}
+
+impl Broker {
+    async fn redrive_after(&self, elapsed_ms: u64, body: Value) -> Value {
+        let body = body.to_string();
+        let path = "/mqlite.v1.AdminService/Redrive";
+        let waiter = Elapsed(elapsed_ms);
+        let (status, json) = self
+            .request_waiting(ADMIN, "POST", path, body.as_bytes(), &waiter)
+            .await;
+        assert_eq!(status, 200, "{json}");
+        json
+    }
+}
+
+/// A paced Redrive makes another chunk while the pause still ends within
+/// the 25 s budget (exactly at it included), else answers what it moved;
+/// in one database and across two.
+#[tokio::test]
+async fn a_paced_redrive_goes_on_while_its_time_budget_allows() {
+    for databases in [1, 2] {
+        let deployment = Deployment::new(databases);
+        let (broker, src, dst) = if databases == 1 {
+            let broker = deployment.isolate();
+            broker.create("src").await;
+            broker.create("dst").await;
+            broker.dead_letters("src", "m", 5).await;
+            (broker, "src".to_string(), "dst".to_string())
+        } else {
+            deployment.dead_letters_apart(5).await
+        };
+        let paced = json!({"queue": src, "target": dst, "rate_per_sec": 2});
+        let spent = broker.redrive_after(u64::MAX / 2, paced.clone()).await;
+        assert_eq!(spent, json!({"moved": 2}), "{databases} database(s)");
+        let at_budget = broker.redrive_after(24_000, paced).await;
+        assert_eq!(at_budget, json!({"moved": 3}), "{databases} database(s)");
+    }
 }
 
 #[tokio::test]
@@ -679,17 +716,9 @@ async fn c174_a_paced_redrive_across_databases_stops_at_max() {
     let deployment = Deployment::new(2);
     let (broker, src, dst) = deployment.dead_letters_apart(5).await;
     let before = deployment.requests();
-    let body = json!({"queue": src, "target": dst, "rate_per_sec": 2, "max": 3}).to_string();
-    let (status, moved) = broker
-        .request_waiting(
-            ADMIN,
-            "POST",
-            "/mqlite.v1.AdminService/Redrive",
-            body.as_bytes(),
-            &Timeless,
-        )
-        .await;
-    assert_eq!((status, moved), (200, json!({"moved": 3})));
+    let paced = json!({"queue": src, "target": dst, "rate_per_sec": 2, "max": 3});
+    let moved = broker.redrive_after(0, paced).await;
+    assert_eq!(moved, json!({"moved": 3}));
     // A chunk of 2, then of 1: four requests each, and none after.
     assert_eq!(deployment.requests_since(&before).iter().sum::<u64>(), 8);
     assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);

@@ -160,3 +160,66 @@ async fn each_answered_request_is_counted_by_its_code_in_the_isolate() {
     assert_eq!(counted("QueueService/Stats", "ok"), 0, "never ok");
     assert_eq!(counted("QueueService/Send", "ok"), 1, "sent once");
 }
+
+/// A Redrive hints its destination when it moved messages there and a
+/// claim waits on it, and only then (in place and into another queue).
+#[tokio::test]
+async fn a_redrive_hints_its_destination_only_when_it_moved_something() {
+    let worker = Worker::new();
+    for name in ["src", "dst"] {
+        worker
+            .ok(
+                "AdminService/CreateQueue",
+                json!({"name": name, "config": {}}),
+            )
+            .await;
+        let got = worker
+            .ok(
+                "QueueService/Receive",
+                json!({"queue": name, "wait_time_ms": 50}),
+            )
+            .await;
+        assert_eq!(got["messages"], json!([]));
+    }
+    for (redrive, destination) in [
+        (json!({"queue": "src", "target": "dst"}), "dst"),
+        (json!({"queue": "src"}), "src"),
+    ] {
+        let nothing = worker.call("AdminService/Redrive", redrive.clone()).await;
+        assert_eq!(json_body(&nothing), json!({"moved": 0}));
+        assert_eq!(nothing.wake_hints(), [], "{redrive}");
+        worker
+            .ok(
+                "QueueService/Send",
+                json!({"queue": "src", "messages": [{"body": b64("x")}]}),
+            )
+            .await;
+        let got = worker
+            .ok("QueueService/Receive", json!({"queue": "src"}))
+            .await;
+        let message = &got["messages"][0];
+        worker
+            .ok(
+                "QueueService/Reject",
+                json!({"queue": "src", "seq_number": message["seq_number"],
+                       "lock_token": message["lock_token"]}),
+            )
+            .await;
+        let moved = worker.call("AdminService/Redrive", redrive.clone()).await;
+        assert_eq!(json_body(&moved), json!({"moved": 1}));
+        let hinted: Vec<String> = moved.wake_hints().iter().map(|h| h.queue.clone()).collect();
+        assert_eq!(hinted, [destination], "{redrive}");
+        // Take it away again for the next round.
+        let got = worker
+            .ok("QueueService/Receive", json!({"queue": destination}))
+            .await;
+        let message = &got["messages"][0];
+        worker
+            .ok(
+                "QueueService/Complete",
+                json!({"queue": destination, "seq_number": message["seq_number"],
+                       "lock_token": message["lock_token"]}),
+            )
+            .await;
+    }
+}
