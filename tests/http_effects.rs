@@ -222,4 +222,19 @@ async fn a_redrive_hints_its_destination_only_when_it_moved_something() {
             )
             .await;
     }
+    // Counted: a copy into another queue is enqueued there; a redrive in
+    // place enqueues nothing new.
+    let observed = worker.ok("AdminService/Observe", json!({})).await;
+    let count = |queue: &str, event: &str| {
+        observed["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["queue"] == queue && m["event"] == event)
+            .map(|m| m["count"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!(count("dst", "enqueued"), 1, "{observed}");
+    assert_eq!(count("src", "enqueued"), 2, "{observed}");
+    assert_eq!(count("src", "redriven"), 2, "{observed}");
 }
