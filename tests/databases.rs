@@ -1178,3 +1178,47 @@ async fn one_database_takes_its_own_name_at_create_queue() {
         .await;
     assert_refused(status, &json, 400, "invalid_argument");
 }
+
+/// One call stays within the Free plan's 50 subrequests: ten chunks of 128
+/// (four requests each, 40 in all), then it answers what it moved and the
+/// next call goes on (docs/databases.md).
+#[tokio::test]
+async fn a_redrive_across_databases_stops_within_its_request_budget() {
+    let deployment = Deployment::new(2);
+    let broker = deployment.isolate();
+    let (src, dst) = deployment.apart();
+    broker
+        .ok(
+            "AdminService/CreateQueue",
+            json!({"name": src, "config": {"max_delivery_count": 1}}),
+        )
+        .await;
+    broker.create(&dst).await;
+    // 1,300 dead letters: every lease runs out on its only delivery.
+    for _ in 0..13 {
+        let batch: Vec<Value> = (0..100).map(|_| json!({"body": b64("x")})).collect();
+        broker
+            .ok(
+                "QueueService/Send",
+                json!({"queue": src, "messages": batch}),
+            )
+            .await;
+        broker
+            .ok(
+                "QueueService/Receive",
+                json!({"queue": src, "max_messages": 100}),
+            )
+            .await;
+    }
+    deployment.clock.advance(60_000);
+    assert_eq!(broker.dead_lettered(&src).await, 1_300);
+    let before = deployment.requests();
+    let redrive = json!({"queue": src, "target": dst});
+    let first = broker.ok("AdminService/Redrive", redrive.clone()).await;
+    assert_eq!(first, json!({"moved": 1_280}));
+    assert_eq!(deployment.requests_since(&before).iter().sum::<u64>(), 40);
+    let second = broker.ok("AdminService/Redrive", redrive).await;
+    assert_eq!(second, json!({"moved": 20}));
+    let stats = broker.ok("QueueService/Stats", json!({"queue": dst})).await;
+    assert_eq!(stats["active"], 1_300);
+}
