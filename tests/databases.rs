@@ -1222,3 +1222,44 @@ async fn a_redrive_across_databases_stops_within_its_request_budget() {
     let stats = broker.ok("QueueService/Stats", json!({"queue": dst})).await;
     assert_eq!(stats["active"], 1_300);
 }
+
+/// Messages an interrupted Redrive left bound for another queue, deleted
+/// since, go back to the dead letters; the Redrive asked for goes on and
+/// moves them too.
+#[tokio::test]
+async fn messages_left_bound_for_a_deleted_queue_go_back_and_the_redrive_goes_on() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(2).await;
+    let home = deployment.chosen(&dst);
+    // Another queue beside `dst`.
+    let beside = json!({"name": "gone", "config": {}, "database": deployment.names[home]});
+    broker.ok("AdminService/CreateQueue", beside).await;
+    deployment.dbs[home].refuse_after(0);
+    let (status, _) = broker
+        .rpc(
+            "AdminService/Redrive",
+            json!({"queue": src, "target": "gone"}),
+        )
+        .await;
+    assert_eq!(status, 503);
+    deployment.dbs[home].lose_answers_after(-1);
+    assert_eq!(deployment.relay_rows().await, (2, 0));
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    let generation = listed["queues"]
+        .as_array()
+        .and_then(|qs| qs.iter().find(|q| q["name"] == "gone"))
+        .map(|q| q["generation"].clone())
+        .expect("listed");
+    broker
+        .ok(
+            "AdminService/DeleteQueue",
+            json!({"name": "gone", "generation": generation}),
+        )
+        .await;
+    let moved = broker
+        .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
+        .await;
+    assert_eq!(moved, json!({"moved": 2}));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}

@@ -220,6 +220,8 @@ pub async fn redrive_across<T: Transport>(
             return Ok(0);
         }
         let mut target_gone = false;
+        // Messages put back are dead letters of the source again.
+        let mut more = outbox.more;
         for (database, queue, group) in by_target(&outbox.transit) {
             let destination = sites.iter().find(|s| s.name == database);
             let outcome = match destination {
@@ -240,6 +242,7 @@ pub async fn redrive_across<T: Transport>(
                 _ => {
                     here.engine.put_back(&group).await?;
                     requests += 1;
+                    more = true;
                     target_gone |= database == there.name && queue == request.target;
                 }
             }
@@ -247,7 +250,7 @@ pub async fn redrive_across<T: Transport>(
         if target_gone {
             return Err(EngineError::QueueNotFound);
         }
-        let done = !outbox.more || (request.max > 0 && moved >= request.max);
+        let done = !more || (request.max > 0 && moved >= request.max);
         if done || requests + REQUESTS_PER_CHUNK > MAX_REQUESTS {
             return Ok(moved);
         }
