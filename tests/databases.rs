@@ -1263,3 +1263,23 @@ async fn messages_left_bound_for_a_deleted_queue_go_back_and_the_redrive_goes_on
     assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
     assert_eq!(deployment.relay_rows().await, (0, 0));
 }
+
+#[tokio::test]
+async fn a_redrive_from_a_missing_queue_into_another_database_is_404() {
+    let deployment = Deployment::new(3);
+    let broker = deployment.isolate();
+    // A name never created is answered by the catalog (database 0): the
+    // target must live elsewhere for the Redrive to span two databases.
+    let dst = names(30)
+        .into_iter()
+        .find(|n| deployment.chosen(n) != 0)
+        .expect("a name outside the catalog");
+    broker.create(&dst).await;
+    let (status, json) = broker
+        .rpc(
+            "AdminService/Redrive",
+            json!({"queue": "never-created", "target": dst}),
+        )
+        .await;
+    assert_refused(status, &json, 404, "not_found");
+}
