@@ -69,11 +69,16 @@ fn descendants(root: u32) -> Vec<(Proc, String)> {
     while let Some(parent) = frontier.pop() {
         for &(pid, ppid, start) in &parents {
             if ppid == parent {
+                // A process that exits between the two reads has no name
+                // left: it keeps the one seen before (a loaded machine
+                // widens that window).
                 let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
                     .unwrap_or_default()
                     .trim()
                     .to_owned();
-                found.push(((pid, start), name));
+                if !name.is_empty() {
+                    found.push(((pid, start), name));
+                }
                 frontier.push(pid);
             }
         }
