@@ -161,21 +161,22 @@ pub(super) const IN_TRANSIT_FROM: Statement =
 /// One message in transit, as the outbox holds it.
 struct Transit {
     seq: i64,
-    target_database: String,
-    target: String,
     /// [`CARRIED`]'s values, the body as a blob.
     carried: Vec<Value>,
 }
 
-/// What one chunk's step 1 found.
+/// What one chunk's step 1 found: everything of the source in transit,
+/// this chunk included. A chunk is moved only while the outbox holds none
+/// of its queue, so all of it is bound for one destination.
 struct Outbox {
-    /// Everything of the source in transit, this chunk included.
+    target_database: String,
+    target: String,
     transit: Vec<Transit>,
     /// Whether dead letters the request selects remain in the queue.
     more: bool,
 }
 
-/// What delivering the messages bound for one target came to.
+/// What delivering the messages in transit came to.
 enum Delivery {
     Delivered,
     /// The target is gone (or its database no longer listed): the messages
@@ -183,7 +184,7 @@ enum Delivery {
     PutBack,
 }
 
-fn seq_list(transit: &[&Transit]) -> String {
+fn seq_list(transit: &[Transit]) -> String {
     let seqs: Vec<String> = transit.iter().map(|t| t.seq.to_string()).collect();
     format!("[{}]", seqs.join(","))
 }
@@ -214,41 +215,42 @@ pub async fn redrive_across<T: Transport>(
             .move_to_outbox(request, there.name, chunk)
             .await?;
         requests += 1;
-        if outbox.transit.is_empty() && moved == 0 {
-            // Nothing to carry: the target is still checked (404).
-            there.engine.require_queue(&request.target).await?;
-            return Ok(0);
+        if outbox.transit.is_empty() {
+            if moved == 0 {
+                // Nothing to carry: the target is still checked (404).
+                there.engine.require_queue(&request.target).await?;
+            }
+            return Ok(moved);
         }
-        let mut target_gone = false;
+        let n = outbox.transit.len() as u64;
+        let destination = sites.iter().find(|s| s.name == outbox.target_database);
+        let delivery = match destination {
+            Some(site) => {
+                site.engine
+                    .deliver(here.name, &outbox.target, &outbox.transit)
+                    .await?
+            }
+            None => Delivery::PutBack,
+        };
         // Messages put back are dead letters of the source again.
         let mut more = outbox.more;
-        for (database, queue, group) in by_target(&outbox.transit) {
-            let destination = sites.iter().find(|s| s.name == database);
-            let outcome = match destination {
-                Some(site) => site.engine.deliver(here.name, queue, &group).await?,
-                None => Delivery::PutBack,
-            };
-            requests += 1;
-            match (outcome, destination) {
-                (Delivery::Delivered, Some(site)) => {
-                    here.engine.delivered(&group).await?;
-                    // Best effort: a receipt left behind is never read again.
-                    let _ = site.engine.receipts_done(here.name, &group).await;
-                    requests += 2;
-                    moved += group.len() as i64;
-                    here.engine
-                        .note(&request.queue, Event::Redriven, group.len() as u64);
-                }
-                _ => {
-                    here.engine.put_back(&group).await?;
-                    requests += 1;
-                    more = true;
-                    target_gone |= database == there.name && queue == request.target;
-                }
+        match (delivery, destination) {
+            (Delivery::Delivered, Some(site)) => {
+                here.engine.delivered(&outbox.transit).await?;
+                // Best effort: a receipt left behind is never read again.
+                let _ = site.engine.receipts_done(here.name, &outbox.transit).await;
+                requests += 3;
+                moved += n as i64;
+                here.engine.note(&request.queue, Event::Redriven, n);
             }
-        }
-        if target_gone {
-            return Err(EngineError::QueueNotFound);
+            _ => {
+                here.engine.put_back(&outbox.transit).await?;
+                requests += 2;
+                if outbox.target_database == there.name && outbox.target == request.target {
+                    return Err(EngineError::QueueNotFound);
+                }
+                more = true;
+            }
         }
         let done = !more || (request.max > 0 && moved >= request.max);
         if done || requests + REQUESTS_PER_CHUNK > MAX_REQUESTS {
@@ -261,21 +263,6 @@ pub async fn redrive_across<T: Transport>(
             waiter.sleep(CHUNK_PAUSE_MS).await;
         }
     }
-}
-
-/// The messages in transit grouped by destination, each group in seq order.
-fn by_target(transit: &[Transit]) -> Vec<(&str, &str, Vec<&Transit>)> {
-    let mut groups: Vec<(&str, &str, Vec<&Transit>)> = Vec::new();
-    for t in transit {
-        match groups
-            .iter_mut()
-            .find(|(d, q, _)| *d == t.target_database && *q == t.target)
-        {
-            Some((_, _, group)) => group.push(t),
-            None => groups.push((&t.target_database, &t.target, vec![t])),
-        }
-    }
-    groups
 }
 
 impl<T: Transport> Engine<T> {
@@ -326,6 +313,7 @@ impl<T: Transport> Engine<T> {
             Err(e) => return Err(unexpected(e)),
         };
         self.note_housekeeping(&committed, &housekeeping);
+        let (mut target_database, mut target) = (String::new(), String::new());
         let mut transit = Vec::new();
         for values in committed.raw_rows(in_transit) {
             let row = crate::store::Row::new(values);
@@ -339,10 +327,12 @@ impl<T: Transport> Engine<T> {
             carried[CARRIED_COUNT - 1] = Value::Blob {
                 base64: row.blob_base64(3 + CARRIED_COUNT - 1)?,
             };
+            if transit.is_empty() {
+                target_database = row.text(1)?.to_owned();
+                target = row.text(2)?.to_owned();
+            }
             transit.push(Transit {
                 seq: row.int(0)?,
-                target_database: row.text(1)?.to_owned(),
-                target: row.text(2)?.to_owned(),
                 carried,
             });
         }
@@ -350,25 +340,30 @@ impl<T: Transport> Engine<T> {
             Some(row) => row.int(0)? == 1,
             None => false,
         };
-        Ok(Outbox { transit, more })
+        Ok(Outbox {
+            target_database,
+            target,
+            transit,
+            more,
+        })
     }
 
-    /// Step 2 in the target's database: one transaction for the group.
+    /// Step 2 in the target's database, in one transaction.
     async fn deliver(
         &self,
         source_database: &str,
         queue: &str,
-        group: &[&Transit],
+        transit: &[Transit],
     ) -> Result<Delivery, EngineError> {
-        let seqs = seq_list(group);
+        let seqs = seq_list(transit);
         let mut program = Program::write();
         let missing = program.guard(&QUEUE_MISSING, vec![queue.into()]);
         program.step(
             &COUNT_DELIVERED,
             vec![queue.into(), source_database.into(), seqs.as_str().into()],
         );
-        let mut copies = Vec::with_capacity(group.len());
-        for t in group {
+        let mut copies = Vec::with_capacity(transit.len());
+        for t in transit {
             let mut args = vec![queue.into(), source_database.into(), t.seq.into()];
             args.extend(t.carried.iter().cloned());
             copies.push(program.step(&DELIVER, args));
@@ -395,9 +390,9 @@ impl<T: Transport> Engine<T> {
     }
 
     /// Step 3 in the source's database.
-    async fn delivered(&self, group: &[&Transit]) -> Result<(), EngineError> {
+    async fn delivered(&self, transit: &[Transit]) -> Result<(), EngineError> {
         let mut program = Program::write();
-        program.step(&DELIVERED, vec![seq_list(group).into()]);
+        program.step(&DELIVERED, vec![seq_list(transit).into()]);
         self.run(&mut program).await.map_err(unexpected)?;
         Ok(())
     }
@@ -406,20 +401,20 @@ impl<T: Transport> Engine<T> {
     async fn receipts_done(
         &self,
         source_database: &str,
-        group: &[&Transit],
+        transit: &[Transit],
     ) -> Result<(), EngineError> {
         let mut program = Program::write();
         program.step(
             &RECEIPTS_DONE,
-            vec![source_database.into(), seq_list(group).into()],
+            vec![source_database.into(), seq_list(transit).into()],
         );
         self.run(&mut program).await.map_err(unexpected)?;
         Ok(())
     }
 
     /// Messages whose target is gone, back into the source's dead letters.
-    async fn put_back(&self, group: &[&Transit]) -> Result<(), EngineError> {
-        let seqs = seq_list(group);
+    async fn put_back(&self, transit: &[Transit]) -> Result<(), EngineError> {
+        let seqs = seq_list(transit);
         let mut program = Program::write();
         program.step(&PUT_BACK, vec![seqs.as_str().into()]);
         program.step(&DELIVERED, vec![seqs.into()]);

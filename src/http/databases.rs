@@ -250,15 +250,12 @@ impl<T: Transport> Databases<T> {
 
     /// The index of a database a request names: one `MQLITE_DATABASES` lists.
     fn listed(&self, database: &str) -> Result<usize, EngineError> {
-        self.names
-            .iter()
-            .position(|n| n == database)
-            .ok_or_else(|| {
-                EngineError::InvalidArgument(format!(
-                    "mqlite: no database {database:?} (this deployment has {})",
-                    self.names.join(", ")
-                ))
-            })
+        self.position(database).ok_or_else(|| {
+            EngineError::InvalidArgument(format!(
+                "mqlite: no database {database:?} (this deployment has {})",
+                self.names.join(", ")
+            ))
+        })
     }
 
     /// The engine of `topic`'s database, placing the topic (when new) and
@@ -384,14 +381,16 @@ impl<T: Transport> Databases<T> {
         if database.is_empty() {
             return Ok(0);
         }
-        self.names
-            .iter()
-            .position(|n| n == database)
-            .ok_or_else(|| {
-                EngineError::Store(StoreError::Unavailable(format!(
-                    "a name lives in database {database:?}, which MQLITE_DATABASES does not list"
-                )))
-            })
+        self.position(database).ok_or_else(|| {
+            EngineError::Store(StoreError::Unavailable(format!(
+                "a name lives in database {database:?}, which MQLITE_DATABASES does not list"
+            )))
+        })
+    }
+
+    /// Where `database` stands in `MQLITE_DATABASES`.
+    fn position(&self, database: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == database)
     }
 }
 
