@@ -184,6 +184,16 @@ impl Deployment {
         (broker, src, dst)
     }
 
+    /// A fresh isolate and the `n` queues it created (`q0`, …).
+    async fn with_queues(&self, n: usize) -> (Broker, Vec<String>) {
+        let broker = self.isolate();
+        let queues = names(n);
+        for name in &queues {
+            broker.create(name).await;
+        }
+        (broker, queues)
+    }
+
     /// Two names rendezvous hashing puts in different databases.
     fn apart(&self) -> (String, String) {
         let all = names(30);
@@ -851,11 +861,7 @@ async fn a_target_deleted_while_its_messages_travel_gives_them_back() {
 #[tokio::test]
 async fn a_database_that_is_down_fails_only_its_own_queues() {
     let deployment = Deployment::new(3);
-    let broker = deployment.isolate();
-    let queues = names(12);
-    for name in &queues {
-        broker.create(name).await;
-    }
+    let (broker, queues) = deployment.with_queues(12).await;
     deployment.dbs[1].down.store(true, Ordering::SeqCst);
     for name in &queues {
         let (status, json) = broker.send(name, "x").await;
@@ -911,11 +917,7 @@ async fn a_database_that_is_down_fails_only_its_own_queues() {
 #[tokio::test]
 async fn names_already_placed_are_served_while_the_catalog_is_down() {
     let deployment = Deployment::new(3);
-    let broker = deployment.isolate();
-    let queues = names(12);
-    for name in &queues {
-        broker.create(name).await;
-    }
+    let (broker, queues) = deployment.with_queues(12).await;
     deployment.dbs[0].down.store(true, Ordering::SeqCst);
     for name in &queues {
         let (status, json) = broker.send(name, "x").await;
@@ -999,11 +1001,7 @@ async fn pgmq_queues_are_placed_and_served_on_their_database() {
 #[tokio::test]
 async fn a_managed_key_works_on_every_database_and_its_revocation_bites_on_each() {
     let deployment = Deployment::new(3);
-    let broker = deployment.isolate();
-    let queues = names(12);
-    for name in &queues {
-        broker.create(name).await;
-    }
+    let (broker, queues) = deployment.with_queues(12).await;
     let created = broker
         .ok(
             "AuthService/CreateKey",
