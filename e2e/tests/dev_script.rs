@@ -386,16 +386,27 @@ fn redrive_across_databases(port: u16, token: &str, listed: &serde_json::Value) 
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         reply.into_json().expect("a JSON answer")
     };
-    let queues = listed["queues"].as_array().expect("queues");
-    let spread =
-        |q: &&serde_json::Value| q["name"].as_str().is_some_and(|n| n.starts_with("spread-"));
-    let src = queues.iter().find(spread).expect("a queue");
-    let dst = queues
+    // Two fresh queues (a local database outlives a run), placed in two
+    // different databases by name (CreateQueue's `database`).
+    let databases: std::collections::BTreeSet<&str> = listed["queues"]
+        .as_array()
+        .expect("queues")
         .iter()
-        .filter(spread)
-        .find(|q| q["database"] != src["database"])
-        .expect("a queue in another database");
-    let (src, dst) = (src["name"].clone(), dst["name"].clone());
+        .filter_map(|q| q["database"].as_str())
+        .collect();
+    let mut databases = databases.into_iter();
+    let (from, to) = (databases.next(), databases.next());
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let (src, dst) = (format!("redrive-src-{run}"), format!("redrive-dst-{run}"));
+    for (name, database) in [(&src, from), (&dst, to)] {
+        let database = database.expect("two databases");
+        rpc(
+            "AdminService/CreateQueue",
+            serde_json::json!({"name": name, "config": {}, "database": database}),
+        );
+    }
     let bodies = ["YQ==", "", "/w=="];
     for body in bodies {
         let message = serde_json::json!({"queue": src, "messages": [{"body": body}]});
