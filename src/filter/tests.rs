@@ -1401,3 +1401,270 @@ fn assert_over_budget(source: &str, msg: &Msg) {
         "{source}"
     );
 }
+
+/// The checker's type rules, operator by operator (docs/semantics.md#filters):
+/// what each accepts (and evaluates as expr does) and what it refuses at
+/// compile time with the operator's own words. Each line pins one arm or
+/// guard of `check.rs`.
+#[test]
+fn type_rules_accept_and_refuse_at_compile_time() {
+    let msg = Msg::new().body(
+        "application/json",
+        r#"{"x": 2, "a": "bc", "t": [1, 2], "o": {"k": 1}, "items": [{"ok": true}]}"#,
+    );
+    for source in [
+        // Times compare with nil and with arrays holding nil.
+        "enqueued_at != nil",
+        "[enqueued_at] != [nil]",
+        // `?:` of one type keeps it, times included.
+        "(true ? enqueued_at : visible_at) == enqueued_at",
+        // Run-time values slice, negate and take arithmetic on either side.
+        r#"body_json.a[0:1] == "b""#,
+        "-body_json.x == -2",
+        "body_json.x - 1 == 1",
+        "3 - body_json.x == 1",
+        "body_json.x * 2 == 4",
+        "2 * body_json.x == 4",
+        "1 + body_json.x == 3",
+        r#""a" + body_json.a == "abc""#,
+        "1 in body_json.t",
+        // Mixed numbers are floats.
+        "1.5 - 1 == 0.5",
+        "2 * 1.5 == 3.0",
+        "7 % 4 == 3",
+        "len(1..3) == 3",
+        // A bare unknown name as a predicate reads the element's member.
+        "any(body_json.items, ok)",
+        "abs(-body_json.x) == 2",
+        r#"int("3") % 2 == 1"#,
+        "len(keys(body_json.o)) == 1",
+        "len(values(body_json.o)) == 1",
+        "values(body_json.o)[0] + 1 == 2",
+        // A range counts its elements from its start, negative or not.
+        "len(-2..0) == 3",
+        // `in` a run-time nil is false, not an error.
+        "not (1 in body_json.missing)",
+    ] {
+        assert_true(source, &msg);
+    }
+    for (source, message) in [
+        (
+            "(true ? [1] : [\"a\"]) + 1 == 2",
+            "invalid operation: + (mismatched types []any and int)",
+        ),
+        (
+            "(true ? properties : body_json) + 1 == 2",
+            "invalid operation: + (mismatched types map[string]any and int)",
+        ),
+        (
+            "(true ? [enqueued_at] : 1) == nil",
+            "cannot mix []time and int values (times and durations only combine with their own kind)",
+        ),
+        (r#"-subject == """#, "invalid operation: - on string"),
+        ("body_size[0:1] == nil", "cannot slice int"),
+        (
+            "subject - 1 == 0",
+            "invalid operation: - (mismatched types string and int)",
+        ),
+        (
+            "1 - subject == 0",
+            "invalid operation: - (mismatched types int and string)",
+        ),
+        (
+            "1 - enqueued_at > 0",
+            "invalid operation: - (mismatched types int and time)",
+        ),
+        (
+            r#"subject * 2 == """#,
+            "invalid operation: * (mismatched types string and int)",
+        ),
+        (
+            "2 * enqueued_at > 0",
+            "invalid operation: * (mismatched types int and time)",
+        ),
+        (
+            "1.5 % 2 == 1",
+            "invalid operation: % (mismatched types float and int)",
+        ),
+        (
+            "len(1..2.5) == 2",
+            "invalid operation: .. (mismatched types int and float)",
+        ),
+        (
+            r#"1 < "a""#,
+            "invalid operation: < (mismatched types int and string)",
+        ),
+        ("1 in 2", "invalid operation: in (mismatched types int and int)"),
+        (
+            "enqueued_at in body_json.t",
+            "invalid operation: in (mismatched types time and any)",
+        ),
+        (
+            r#"1 contains "a""#,
+            "invalid operation: contains (mismatched types int and string)",
+        ),
+        (
+            r#"1 matches "a""#,
+            "invalid operation: matches (mismatched types int and string)",
+        ),
+        ("properties[1] == \"\"", "cannot index map[string]string with int"),
+        (r#"abs("a") == 1"#, "invalid argument for abs (string)"),
+        (
+            r#"float("1.5") % 2 == 1"#,
+            "invalid operation: % (mismatched types float and int)",
+        ),
+        ("len(keys(1)) == 0", "keys() needs a map, not int"),
+        ("len(values(1)) == 0", "values() needs a map, not int"),
+        (
+            "keys(body_json.o)[0] + 1 == 1",
+            "invalid operation: + (mismatched types string and int)",
+        ),
+        ("all([true])", "all() needs a predicate"),
+        (
+            r#"[1, 2][0] + "a" == """#,
+            "invalid operation: + (mismatched types int and string)",
+        ),
+        // `not` goes only before the word operators.
+        (
+            "1 not == 1",
+            "syntax error at line 1, column 7: unexpected token ==",
+        ),
+    ] {
+        assert_eq!(compile_error(source), message, "{source}");
+    }
+    // The first of the empty literal is a run-time nil, not a nil type.
+    assert_eq!(
+        run("first([])", &msg),
+        Err("filter returned nil, not bool".to_string())
+    );
+}
+
+/// A compile error displays as its message (TestFilter's `error`, c195).
+#[test]
+fn a_compile_error_displays_its_message() {
+    let message = compile_error("subject +");
+    assert!(!message.is_empty());
+    let shown = Filter::compile("subject +").err().map(|e| e.to_string());
+    assert_eq!(shown, Some(message));
+}
+
+/// The depth bound is inclusive: 128 levels compile, 129 do not.
+#[test]
+fn depth_of_exactly_the_bound_compiles() {
+    // `1 + … + 1 > 0` with n ones is n + 1 levels deep.
+    let sum = |n: usize| format!("{} > 0", vec!["1"; n].join(" + "));
+    assert!(Filter::compile(&sum(MAX_DEPTH - 1)).is_ok());
+    assert_eq!(
+        compile_error(&sum(MAX_DEPTH)),
+        format!("expression nested too deeply (129 > {MAX_DEPTH} levels)")
+    );
+}
+
+/// A sign is an operation on numbers and durations at run time too.
+#[test]
+fn a_sign_on_a_run_time_string_is_an_error() {
+    let msg = Msg::new().body("application/json", r#"{"a": "bc"}"#);
+    assert_eq!(
+        run(r#"+body_json.a == "bc""#, &msg),
+        Err("invalid operation: + on string".to_string())
+    );
+}
+
+/// A variable costs what it holds, and `body_json` as much again for its
+/// nesting; a concatenation costs what it builds. With a 33 MiB body: the
+/// text alone fits the 64 MiB memory budget, the text and a copy of it do
+/// not, nor does the decoded body and a copy of one of its members.
+#[test]
+fn variables_and_concatenations_charge_what_they_hold() {
+    let size = 33 << 20;
+    let text = Msg::new().body("text/plain", &"x".repeat(size));
+    assert_true(r#"body_text != """#, &text);
+    assert_over_budget(r#""" + body_text != """#, &text);
+    let json = Msg::new().body(
+        "application/json",
+        &format!(r#"{{"a": "{}"}}"#, "x".repeat(size)),
+    );
+    assert_true(r#"body_json.a != """#, &json);
+    assert_over_budget(r#"body_json.a + "" != """#, &json);
+}
+
+/// With the budget nearly spent on `body_text`: an array literal charges 16
+/// bytes an element each time it is built, and `in properties` asks for a
+/// key without building the map of every property.
+#[test]
+fn literals_charge_their_elements_and_a_key_lookup_builds_no_map() {
+    let mut msg = Msg::new().body("text/plain", &"x".repeat((64 << 20) - (512 << 10)));
+    for i in 0..20_000 {
+        msg = msg.prop(&format!("k{i}"), "v");
+    }
+    let fifty = vec!["1"; 50].join(", ");
+    assert_false("body_text != \"\" && any(1..1000, len([1]) == 0)", &msg);
+    assert_over_budget(
+        &format!("body_text != \"\" && any(1..1000, len([{fifty}]) == 0)"),
+        &msg,
+    );
+    assert_true(r#"body_text != "" && "k1" in properties"#, &msg);
+    assert_over_budget(r#"body_text != "" && len(properties) > 0"#, &msg);
+}
+
+/// A pattern compiled at run time costs 8 MiB of the scan budget plus 8 per
+/// byte of pattern: with 8 MiB and 4 KiB left after a search of the body, a
+/// 256-byte pattern compiles and a 1,024-byte one is over budget.
+#[test]
+fn a_run_time_pattern_charges_eight_per_byte() {
+    let left = (8 << 20) + 4096;
+    let msg = |pattern_len: usize| {
+        Msg::new()
+            .body("text/plain", &"y".repeat((64 << 20) - left))
+            .prop("p", &"x".repeat(pattern_len))
+    };
+    let source = r#"!(body_text contains "z") && "x" matches properties.p"#;
+    assert_false(source, &msg(256));
+    assert_over_budget(source, &msg(1024));
+}
+
+/// Evaluation rules, one line each (docs/semantics.md#filters): slices of
+/// text count characters from their start, `one` stops at the second match
+/// (so a later element is never looked at), a missing property read through
+/// a name is `""` as it is directly, and run-time errors say what failed.
+#[test]
+fn evaluation_rules() {
+    let msg = Msg::new().body("application/json", r#"{"a": "bc"}"#);
+    for source in [
+        r#""abcd"[1:2] == "b""#,
+        r#""abcd"[2:] == "cd""#,
+        "one([true, true, 1], #) == false",
+        r#"let p = properties; p.missing == """#,
+    ] {
+        assert_true(source, &msg);
+    }
+    for (source, message) in [
+        (
+            "body_json.a - 1 == 0",
+            "invalid operation: - (mismatched types string and int)",
+        ),
+        (
+            "enqueued_at + hours(2200000) > enqueued_at",
+            "time out of range",
+        ),
+    ] {
+        assert_eq!(run(source, &msg), Err(message.to_string()), "{source}");
+    }
+}
+
+/// A slice costs a step and 16 bytes per element it keeps. With the memory
+/// budget nearly spent on `body_text` (512 KiB left) and a 20,000-element
+/// range held (320,000 bytes), its last element fits and the whole of it
+/// (as much again) does not; 600 one-element slices of a 2,000-element
+/// range take a step each, not the range's length.
+#[test]
+fn slices_charge_what_they_keep() {
+    let msg = Msg::new().body("text/plain", &"x".repeat((64 << 20) - (512 << 10)));
+    let range = "let a = 1..20000; body_text != \"\" && ";
+    assert_true(&format!("{range}len(a[19999:20000]) == 1"), &msg);
+    assert_over_budget(&format!("{range}len(a[0:20000]) == 20000"), &msg);
+    assert_false(
+        "let a = 1..2000; any(1..600, len(a[1999:2000]) == 0)",
+        &Msg::new(),
+    );
+}

@@ -129,4 +129,25 @@ mod tests {
             .starts_with("SELECT json(CASE WHEN ?1 >= coalesce(?2, "));
         assert!(GUARD.sql.ends_with(" THEN 'abort' ELSE '0' END)"));
     }
+
+    /// Only `{now}` itself asks for the clock, wherever it stands (first,
+    /// last, after a multi-digit parameter); its look-alikes and a `{now`
+    /// cut short at the end do not, and nothing reads past the text.
+    #[test]
+    fn only_a_whole_now_placeholder_asks_for_the_clock() {
+        for (template, index) in [
+            ("{now} = ?2", 3),
+            ("?12 < {now}", 13),
+            ("?1 ?3 ?2", 0),
+            ("?1 xnow} ", 0),
+            ("?1 {nowx ", 0),
+            ("?1 {nope} ", 0),
+            ("?1 {xow} ", 0),
+            ("?1 {nox} ", 0),
+            ("?1 {now", 0),
+            ("?1 {no", 0),
+        ] {
+            assert_eq!(clock_index(template), index, "{template}");
+        }
+    }
 }
