@@ -484,7 +484,14 @@ fn operators_and_literals() {
         "let n = len(subject_parts); n == 3 && n > 2",
         "subject_parts[1:] == [\"eu\", \"new\"] && subject_parts[:1] == [\"orders\"]",
         "0x10 == 16 && 1_000 == 1000 && 1e3 == 1000.0 && .5 == 0.5",
+        "16 == 0x10 && 15 == 0o17 && 7 == 0O7 && 5 == 0b101 && 3 == 0B11",
+        "1e+3 == 1000.0 && 2E-1 == 0.2 && 1.5e1 == 15.0",
+        // `**` and `^` are right-associative.
+        "2 ** 3 ** 2 == 512.0 && 2 ^ 3 ^ 2 == 512.0",
+        // A braced predicate is not a map literal.
+        "any([1, 2], {# > 1})",
         "// a comment\n subject != \"\" /* another */",
+        "/* first */ true /* between */ && /**/ subject != \"\" // last",
         "true",
     ] {
         assert_true(expression, &msg);
@@ -1520,6 +1527,25 @@ fn type_rules_accept_and_refuse_at_compile_time() {
             "invalid operation: + (mismatched types string and int)",
         ),
         ("all([true])", "all() needs a predicate"),
+        // A dot after an integer and before a letter or `_` is a member, not
+        // a decimal point.
+        ("1.e5 == 100000.0", "cannot index int with string"),
+        ("1._x == 1", "cannot index int with string"),
+        (
+            "subject == \"\\u41",
+            "invalid \\u escape in string literal at byte 12",
+        ),
+        (". == 1", "syntax error at line 1, column 1: unexpected token ."),
+        // Braces outside an argument are neither a predicate nor a map.
+        ("{# > 1}", "syntax error at line 1, column 1: unexpected token {"),
+        (
+            "contains == 1",
+            "syntax error at line 1, column 1: unexpected token contains",
+        ),
+        (
+            "1 == 12abc",
+            "syntax error at line 1, column 6: invalid number literal 12a",
+        ),
         (
             r#"[1, 2][0] + "a" == """#,
             "invalid operation: + (mismatched types int and string)",
@@ -1667,4 +1693,78 @@ fn slices_charge_what_they_keep() {
         "let a = 1..2000; any(1..600, len(a[1999:2000]) == 0)",
         &Msg::new(),
     );
+}
+
+/// Calendar fields across century and era boundaries (the proleptic
+/// Gregorian calendar, as Go's `time`): 2100 and 1700 are not leap years,
+/// 2000 is (the last day of a 400-year era), instants before 1970 count
+/// back, and 2262-04-11 is the last day nanoseconds since 1970 reach.
+#[test]
+fn calendar_fields_across_centuries() {
+    for (ms, year, month, day, weekday) in [
+        (4_107_456_000_000_i64, 2100, 2, 28, 0),
+        (4_107_542_400_000, 2100, 3, 1, 1),
+        (4_133_980_800_000, 2101, 1, 1, 6),
+        (951_782_400_000, 2000, 2, 29, 2),
+        (951_868_800_000, 2000, 3, 1, 3),
+        (-2_203_891_200_000, 1900, 3, 1, 4),
+        (-8_515_324_800_000, 1700, 2, 28, 0),
+        (-8_515_238_400_000, 1700, 3, 1, 1),
+        (9_223_286_400_000, 2262, 4, 11, 5),
+    ] {
+        let msg = Msg {
+            enqueued_at_ms: ms,
+            ..Msg::new()
+        };
+        assert_true(
+            &format!(
+                "enqueued_at.Year() == {year} && enqueued_at.Month() == {month} \
+                 && enqueued_at.Day() == {day} && enqueued_at.Weekday() == {weekday}"
+            ),
+            &msg,
+        );
+    }
+}
+
+/// `==` and `<` on ints are exact (not through float64), arrays and maps
+/// compare member by member and length, and `string()` of arrays and maps
+/// separates members with one space, as Go's `%v`.
+#[test]
+fn equality_order_and_text_of_values() {
+    let msg = Msg::new().body(
+        "application/json",
+        r#"{"o": {"k": 1}, "p": {"k": 1}, "q": {"k": 2}, "r": {"j": 1}, "s": {"k": 1, "m": 2}}"#,
+    );
+    for source in [
+        "9007199254740993 != 9007199254740992",
+        "9007199254740993 > 9007199254740992",
+        "[1, 2] != [1] && [1] != [1, 2] && [1, 2] == [1, 2]",
+        "properties == properties",
+        "body_json.o == body_json.p",
+        "body_json.o != body_json.q",
+        "body_json.o != body_json.r",
+        "body_json.o != body_json.s && body_json.s != body_json.o",
+        r#"string([1, 2, 3]) == "[1 2 3]""#,
+        r#"string(body_json.s) == "map[k:1 m:2]""#,
+    ] {
+        assert_true(source, &msg);
+    }
+}
+
+/// What `map()` keeps is charged by its weight: 16 bytes an element of an
+/// array, 48 a member of a map. 20,000 subject parts (320,016 bytes) kept
+/// 200 times fit the 64 MiB memory budget, 215 times do not; 20,000
+/// properties (960,016 bytes) 60 times fit, 70 times do not.
+#[test]
+fn kept_arrays_and_maps_charge_their_members() {
+    let subject = vec!["a"; 20_000].join(".");
+    let parts = Msg::new().subject(&subject);
+    assert_true("len(map(1..200, subject_parts)) == 200", &parts);
+    assert_over_budget("len(map(1..215, subject_parts)) == 215", &parts);
+    let mut props = Msg::new();
+    for i in 0..20_000 {
+        props = props.prop(&format!("k{i}"), "v");
+    }
+    assert_true("len(map(1..60, properties)) == 60", &props);
+    assert_over_budget("len(map(1..70, properties)) == 70", &props);
 }
