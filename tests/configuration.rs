@@ -36,6 +36,13 @@ async fn token_footguns_refuse_every_rpc() {
                 "{vars:?} {auth}"
             );
         }
+        // Liveness still answers: the process is up, only its configuration is wrong.
+        let r = api.request("GET", "/health", &[], b"").await;
+        assert_eq!(
+            (r.status, json_body(&r)["status"].as_str()),
+            (200, Some("ok")),
+            "{vars:?}"
+        );
     }
     // The positive control: the same broker with valid tokens serves.
     let api = Api::new(&[("MQLITE_MONITOR_TOKENS", MONITOR)]);

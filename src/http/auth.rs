@@ -151,6 +151,42 @@ mod tests {
         }
     }
 
+    /// A token matches only byte for byte: differences that cancel out
+    /// (two bytes swapped, the same bits flipped twice) are still different.
+    #[test]
+    fn tokens_match_only_when_equal() {
+        assert!(constant_time_eq(b"ab", b"ab"));
+        assert!(!constant_time_eq(b"ab", b"ba"));
+        assert!(!constant_time_eq(b"ac", b"bd"));
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        let swapped = format!("{}{}", &T[1..2], &T[..1]) + &T[2..];
+        assert_ne!(swapped, T);
+        assert_eq!(
+            authenticate(
+                &on(&[T]),
+                &[],
+                [format!("Bearer {swapped}").as_str()].into_iter()
+            ),
+            Err(ApiError::unauthenticated())
+        );
+    }
+
+    /// A bearer credential is one token: nothing with a space, tab, line
+    /// break or comma in it, and not empty (c20-c23).
+    #[test]
+    fn a_bearer_token_is_one_word() {
+        for value in [
+            "Bearer a,b",
+            "Bearer a b",
+            "Bearer a\tb",
+            "Bearer ",
+            "Bearer  ",
+        ] {
+            assert_eq!(bearer_token([value].into_iter()), None, "{value:?}");
+        }
+        assert_eq!(bearer_token(["Bearer  ab"].into_iter()), Some("ab"));
+    }
+
     #[test]
     fn c18_c19_scheme_is_case_insensitive_and_spaces_are_skipped() {
         let mode = on(&[T]);
