@@ -826,6 +826,17 @@ async fn health_never_touches_the_database_and_ready_reports_it_down() {
         (s, b["error"].clone()),
         (503, json!("dependency_unavailable"))
     );
+    // A managed key the key store cannot look up (here: the database refuses
+    // the broker's own credentials) is a server error, never 401.
+    let key = format!("Bearer mqk_{}", "0".repeat(64));
+    let (s, b, _) = pg_with(&down, "GET", "/v1/queues", None, &[("Authorization", &key)]).await;
+    assert!(
+        matches!(
+            (s, b["error"].as_str()),
+            (500, Some("internal_error")) | (503, Some("dependency_unavailable"))
+        ),
+        "{s} {b}"
+    );
 }
 
 #[tokio::test]
