@@ -33,7 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::engine::{
-    Clock, Effect, Effects, Engine, KeyCheck, KeyState, Permissions, TopicCache, Waiter,
+    Clock, Effect, Effects, Engine, EngineError, KeyCheck, KeyState, Permissions, TopicCache,
+    Waiter,
 };
 use crate::observe::{prometheus, AuthOutcome, Registry};
 use crate::store::{Policy, Transport, WriteHealth};
@@ -487,7 +488,8 @@ impl<T: Transport> Service<T> {
         let Some(target) = target else {
             // A managed key must be valid before a 404 may answer it.
             if let Some(key) = principal.key_check(Permissions::SEND) {
-                if let Err((e, outcome)) = self.screen(engine, &key, false, false).await {
+                if let Err(refused) = self.screen(engine, &key, false, false).await {
+                    let (e, outcome) = refused.into_api();
                     registry.record_auth(outcome);
                     return Response::error(&e);
                 }
@@ -519,7 +521,8 @@ impl<T: Transport> Service<T> {
                 let always = matches!(target, Target::Rpc(r) if !rpc::reaches_database(r.rpc));
                 match self.screen(engine, &key, true, always).await {
                     Ok(looked_up) => (Some(Arc::new(key)), looked_up),
-                    Err((e, outcome)) => {
+                    Err(refused) => {
+                        let (e, outcome) = refused.into_api();
                         registry.record_auth(outcome);
                         let response = Response::error(&e);
                         self.record(Some(target), &response, waiter);
@@ -555,7 +558,10 @@ impl<T: Transport> Service<T> {
                         (Response::error(&e), AuthOutcome::Success)
                     }
                     Ok(()) => (response, AuthOutcome::Success),
-                    Err((e, outcome)) => (Response::error(&e), outcome),
+                    Err(refused) => {
+                        let (e, outcome) = refused.into_api();
+                        (Response::error(&e), outcome)
+                    }
                 }
             }
             _ => (response, AuthOutcome::Success),
@@ -578,9 +584,11 @@ impl<T: Transport> Service<T> {
         key: &KeyCheck,
         check_permission: bool,
         always: bool,
-    ) -> Result<bool, (ApiError, AuthOutcome)> {
+    ) -> Result<bool, NotAdmitted> {
         match self.isolate.keys.get(key.digest()) {
-            Known::Refused(outcome) => return Err((ApiError::unauthenticated(), outcome)),
+            Known::Refused(outcome) => {
+                return Err(NotAdmitted::Refused(ApiError::unauthenticated(), outcome))
+            }
             Known::Valid(held)
                 if !always && (!check_permission || held.includes(key.required())) =>
             {
@@ -714,19 +722,42 @@ async fn admit<T: Transport>(
     known: &KnownKeys,
     key: &KeyCheck,
     check_permission: bool,
-) -> Result<(), (ApiError, AuthOutcome)> {
+) -> Result<(), NotAdmitted> {
     let state = engine
         .key_state(key)
         .await
-        .map_err(|e| (ApiError::from(e), AuthOutcome::BackendError))?;
+        .map_err(NotAdmitted::Unanswered)?;
     known.learn(*key.digest(), state);
-    let refused = |outcome| Err((ApiError::unauthenticated(), outcome));
+    let refused = |outcome| Err(NotAdmitted::Refused(ApiError::unauthenticated(), outcome));
     match state {
         KeyState::Valid(held) if !check_permission || held.includes(key.required()) => Ok(()),
-        KeyState::Valid(_) => Err((ApiError::permission_denied(), AuthOutcome::PermissionDenied)),
+        KeyState::Valid(_) => Err(NotAdmitted::Refused(
+            ApiError::permission_denied(),
+            AuthOutcome::PermissionDenied,
+        )),
         KeyState::Unknown => refused(AuthOutcome::Invalid),
         KeyState::Revoked => refused(AuthOutcome::Revoked),
         KeyState::Expired => refused(AuthOutcome::Expired),
+    }
+}
+
+/// Why a managed key was not let through: the key store refused it (401,
+/// or 403 for a missing permission), or it could not answer. The second
+/// keeps the engine's error so each dialect answers it from its own error
+/// table, as it answers any other call the database failed: a server
+/// error, never a pass and never a 401.
+enum NotAdmitted {
+    Refused(ApiError, AuthOutcome),
+    Unanswered(EngineError),
+}
+
+impl NotAdmitted {
+    /// The Connect dialect's error, and how the attempt is counted.
+    fn into_api(self) -> (ApiError, AuthOutcome) {
+        match self {
+            NotAdmitted::Refused(e, outcome) => (e, outcome),
+            NotAdmitted::Unanswered(e) => (ApiError::from(e), AuthOutcome::BackendError),
+        }
     }
 }
 

@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use super::auth::{self, Access, Principal};
 use super::config::{AuthMode, Config};
-use super::{admit, allow_origin, Body, Request, Response, Service};
+use super::{admit, allow_origin, Body, NotAdmitted, Request, Response, Service};
 use crate::engine::Waiter;
 use crate::store::Transport;
 use crate::wire::pgmq::{PgmqCode, PgmqError};
-use crate::wire::ErrorCode;
 use routes::Lookup;
 
 pub use routes::serves;
@@ -97,24 +96,7 @@ impl<T: Transport> Service<T> {
                 let catalog = databases.catalog();
                 let looked_up = match self.screen(catalog, &key, true, false).await {
                     Ok(looked_up) => looked_up,
-                    // The reference has no 403: a missing permission is 401 too.
-                    Err((e, _))
-                        if matches!(
-                            e.code,
-                            ErrorCode::Unauthenticated | ErrorCode::PermissionDenied
-                        ) =>
-                    {
-                        return error(&PgmqError::unauthorized())
-                    }
-                    // The key store could not answer: a server error, never a pass.
-                    Err((e, _)) => {
-                        let code = if e.code == ErrorCode::Unavailable {
-                            PgmqCode::DependencyUnavailable
-                        } else {
-                            PgmqCode::InternalError
-                        };
-                        return error(&PgmqError::new(code, e.message));
-                    }
+                    Err(refused) => return error(&key_refusal(refused)),
                 };
                 let response = call.serve(&databases.for_key(key.clone()), body).await;
                 if key.is_verified() || (looked_up && response.status != 401) {
@@ -129,7 +111,7 @@ impl<T: Transport> Service<T> {
                         error(&PgmqError::new(PgmqCode::DependencyUnavailable, message))
                     }
                     Ok(()) => response,
-                    Err(_) => error(&PgmqError::unauthorized()),
+                    Err(refused) => error(&key_refusal(refused)),
                 }
             }
         }
@@ -144,6 +126,17 @@ impl<T: Transport> Service<T> {
 /// repeated header the first counts. No credential is 401 "Missing API
 /// key"; one that matches nothing, "Invalid API key". Administrators are
 /// `MQLITE_TOKENS` plus `PGMQ_API_KEY(S)`; managed keys are looked up.
+/// A managed key not let through, in pgmq's terms: the reference has no
+/// 403, so a missing permission is 401 like a refused key; a key store that
+/// could not answer is answered from the error table, as any call the
+/// database failed (`503 dependency_unavailable` when it is down).
+fn key_refusal(refused: NotAdmitted) -> PgmqError {
+    match refused {
+        NotAdmitted::Refused(..) => PgmqError::unauthorized(),
+        NotAdmitted::Unanswered(e) => PgmqError::from(e),
+    }
+}
+
 fn credential(config: &Config, request: &Request) -> Result<Principal, PgmqError> {
     let AuthMode::On { admin_tokens } = &config.auth else {
         return Ok(Principal::Anonymous);
