@@ -112,6 +112,28 @@ async fn c046_body_less_admin_reads_ignore_the_body() {
         assert_eq!(r.status, 200);
         assert_eq!(json_body(&r), json!({"queues": []}));
     }
+    // Never read, so not even the request cap applies to it.
+    let capped = Api::new(&[("MQLITE_MAX_REQUEST_BYTES", "1000")]);
+    let oversized = vec![b'x'; 2000];
+    for rpc in [
+        "AdminService/ListQueues",
+        "AdminService/ListSubscriptions",
+        "AdminService/Status",
+    ] {
+        let path = format!("/mqlite.v1.{rpc}");
+        let r = capped.request("POST", &path, &[AUTH], &oversized).await;
+        assert_eq!(r.status, 200, "{rpc}");
+    }
+    // Observe decodes its body: the cap holds there.
+    let r = capped
+        .request(
+            "POST",
+            "/mqlite.v1.AdminService/Observe",
+            &[AUTH],
+            &oversized,
+        )
+        .await;
+    assert_eq!(r.status, 413);
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mqlite_edge::engine::Clock;
@@ -17,34 +17,51 @@ use support::{b64, json_body, Api, InProcess, NoWait, TempDb, ADMIN, T0};
 /// Text that must never reach a caller.
 const SECRET: &str = "peer 10.9.8.7 reset: SQLITE_IOERR in table access_keys";
 
-/// The in-process database until `broken`, then every answer lost.
+/// How the database answers: as itself, then (once set) with one fault.
+const HEALTHY: u8 = 0;
+/// Every answer lost.
+const LOST: u8 = 1;
+/// The database ran the request and reported an error, with its own text.
+const FAILS: u8 = 2;
+/// Never reached (a refused connection).
+const DOWN: u8 = 3;
+
+/// The in-process database until `fault` is set, then that fault.
 #[derive(Clone)]
 struct Lossy {
     inner: InProcess,
-    broken: Arc<AtomicBool>,
+    fault: Arc<AtomicU8>,
 }
 
 impl Transport for Lossy {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
-        if self.broken.load(Ordering::SeqCst) {
-            Err(TransportError::AnswerLost(SECRET.into()))
-        } else {
-            self.inner.send_pipeline(body).await
+        match self.fault.load(Ordering::SeqCst) {
+            HEALTHY => self.inner.send_pipeline(body).await,
+            FAILS => {
+                let answer = json!({"baton":null,"base_url":null,"results":[
+                    {"type":"error","error":{"message":SECRET}}]});
+                Ok(HttpReply {
+                    status: 200,
+                    body: answer.to_string().into_bytes(),
+                })
+            }
+            DOWN => Err(TransportError::NotSent(SECRET.into())),
+            _ => Err(TransportError::AnswerLost(SECRET.into())),
         }
     }
 
     async fn pause(&self, _millis: u32) {}
 }
 
-/// A broker over a database whose answers are lost once `broken` is set.
-fn lossy_service() -> (Arc<TempDb>, Arc<AtomicBool>, Service<Lossy>) {
+/// A broker over a database that answers with `fault` once it is set.
+fn lossy_service() -> (Arc<TempDb>, Arc<AtomicU8>, Service<Lossy>) {
     let temp = Arc::new(TempDb::new());
-    let broken = Arc::new(AtomicBool::new(false));
+    let fault = Arc::new(AtomicU8::new(HEALTHY));
     let transport = Lossy {
         inner: InProcess {
             db: temp.db.clone(),
         },
-        broken: broken.clone(),
+        fault: fault.clone(),
     };
     let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.to_owned()));
     let service = Service::new(
@@ -52,7 +69,7 @@ fn lossy_service() -> (Arc<TempDb>, Arc<AtomicBool>, Service<Lossy>) {
         Clock::manual(T0),
         Arc::new(Isolate::new(T0)),
     );
-    (temp, broken, service)
+    (temp, fault, service)
 }
 
 fn admin_request(path: &str) -> Request {
@@ -127,13 +144,13 @@ async fn two_internal_errors_have_different_ids() {
 
 #[tokio::test]
 async fn a_lost_answer_is_outcome_unknown_without_the_fetch_text() {
-    let (_temp, broken, service) = lossy_service();
+    let (_temp, fault, service) = lossy_service();
     let create = admin_request("/mqlite.v1.AdminService/CreateQueue");
     let r = service
         .handle(&create, br#"{"name":"q"}"#.to_vec(), &NoWait)
         .await;
     assert_eq!(r.status, 200);
-    broken.store(true, Ordering::SeqCst);
+    fault.store(LOST, Ordering::SeqCst);
     let send = admin_request("/mqlite.v1.QueueService/Send");
     let body = json!({"queue":"q","messages":[{"body":b64("x")}]}).to_string();
     let r = service.handle(&send, body.into_bytes(), &NoWait).await;
@@ -185,7 +202,7 @@ fn assert_pgmq_hidden(r: &Response, status: u16, error: &str, prefix: &str, secr
 
 #[tokio::test]
 async fn pgmq_errors_hide_fetch_database_and_configuration_text() {
-    let (_temp, broken, service) = lossy_service();
+    let (_temp, fault, service) = lossy_service();
     let request = |method: &str, path: &str| Request {
         method: method.into(),
         path: path.into(),
@@ -195,7 +212,7 @@ async fn pgmq_errors_hide_fetch_database_and_configuration_text() {
         .handle(&request("PUT", "/v1/queues/q"), Vec::new(), &NoWait)
         .await;
     assert_eq!(r.status, 201);
-    broken.store(true, Ordering::SeqCst);
+    fault.store(LOST, Ordering::SeqCst);
     let body = json!({"message": {"n": 1}}).to_string().into_bytes();
     let r = service
         .handle(&request("POST", "/v1/queues/q/messages"), body, &NoWait)
@@ -205,6 +222,31 @@ async fn pgmq_errors_hide_fetch_database_and_configuration_text() {
         503,
         "outcome_unknown",
         "the database's answer was lost: the write may or may not have applied ",
+        SECRET,
+    );
+    // A send the database ran and failed is the reference's send_failed.
+    fault.store(FAILS, Ordering::SeqCst);
+    let body = json!({"message": {"n": 2}}).to_string().into_bytes();
+    let r = service
+        .handle(&request("POST", "/v1/queues/q/messages"), body, &NoWait)
+        .await;
+    assert_pgmq_hidden(
+        &r,
+        500,
+        "send_failed",
+        "the message could not be sent ",
+        SECRET,
+    );
+    // A database never reached.
+    fault.store(DOWN, Ordering::SeqCst);
+    let r = service
+        .handle(&request("GET", "/v1/queues/q/metrics"), Vec::new(), &NoWait)
+        .await;
+    assert_pgmq_hidden(
+        &r,
+        503,
+        "dependency_unavailable",
+        "the database is unavailable ",
         SECRET,
     );
 

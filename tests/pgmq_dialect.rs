@@ -1356,3 +1356,28 @@ async fn a_pgmq_read_counts_redeliveries() {
         h.advance(1_000);
     }
 }
+
+#[tokio::test]
+async fn a_no_content_answer_has_no_body_and_no_content_type() {
+    let api = Api::new(&[]);
+    pg(&api, "PUT", "/v1/queues/a", None).await;
+    let (_, b, _) = pg(
+        &api,
+        "POST",
+        "/v1/queues/a/messages/batch",
+        Some(json!({"messages":[{},{}]})),
+    )
+    .await;
+    let sent = ids(&b["msg_ids"]);
+    let auth = [ADMIN_HEADER];
+    for (method, path) in [
+        ("DELETE", format!("/v1/queues/a/messages/{}", sent[0])),
+        ("POST", format!("/v1/queues/a/messages/{}/archive", sent[1])),
+        ("DELETE", "/v1/queues/a".to_owned()),
+    ] {
+        let r = api.request(method, &path, &auth, b"").await;
+        assert_eq!(r.status, 204, "{method} {path}");
+        assert!(r.body.is_empty(), "{method} {path}");
+        assert_eq!(r.header("Content-Type"), None, "{method} {path}");
+    }
+}
