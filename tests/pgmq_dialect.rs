@@ -1358,7 +1358,7 @@ async fn a_pgmq_read_counts_redeliveries() {
 }
 
 #[tokio::test]
-async fn a_no_content_answer_has_no_body_and_no_content_type() {
+async fn deleting_or_archiving_one_message_answers_a_bare_204_and_does_what_it_says() {
     let api = Api::new(&[]);
     pg(&api, "PUT", "/v1/queues/a", None).await;
     let (_, b, _) = pg(
@@ -1370,14 +1370,25 @@ async fn a_no_content_answer_has_no_body_and_no_content_type() {
     .await;
     let sent = ids(&b["msg_ids"]);
     let auth = [ADMIN_HEADER];
-    for (method, path) in [
-        ("DELETE", format!("/v1/queues/a/messages/{}", sent[0])),
-        ("POST", format!("/v1/queues/a/messages/{}/archive", sent[1])),
-        ("DELETE", "/v1/queues/a".to_owned()),
+    let archived = || query(api.engine(), "SELECT id FROM archived_messages");
+    for (method, path, archived_after) in [
+        (
+            "DELETE",
+            format!("/v1/queues/a/messages/{}", sent[0]),
+            json!([]),
+        ),
+        (
+            "POST",
+            format!("/v1/queues/a/messages/{}/archive", sent[1]),
+            json!([[sent[1]]]),
+        ),
+        ("DELETE", "/v1/queues/a".to_owned(), json!([])),
     ] {
         let r = api.request(method, &path, &auth, b"").await;
         assert_eq!(r.status, 204, "{method} {path}");
         assert!(r.body.is_empty(), "{method} {path}");
         assert_eq!(r.header("Content-Type"), None, "{method} {path}");
+        // Deleting one message never archives it; archiving one keeps it.
+        assert_eq!(json!(archived().await), archived_after, "{method} {path}");
     }
 }
