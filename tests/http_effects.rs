@@ -12,12 +12,15 @@ use mqlite_edge::http::{Config, Isolate, Request, Response, Service, WakeHint};
 use serde_json::{json, Value};
 use support::*;
 
-/// A waiter that takes wake hints and whose parks time out at once.
-struct Hinting;
+/// A waiter that takes wake hints and whose parks time out at once; its
+/// request has taken `elapsed_ms` whenever it is asked.
+struct Hinting {
+    elapsed_ms: u64,
+}
 
 impl Waiter for Hinting {
     fn elapsed_ms(&self) -> u64 {
-        0
+        self.elapsed_ms
     }
 
     async fn sleep(&self, _millis: u64) {}
@@ -37,6 +40,8 @@ struct Worker {
     isolate: Arc<Isolate>,
     temp: TempDb,
     clock: Clock,
+    /// How long each request takes, as its waiter tells it.
+    elapsed_ms: u64,
 }
 
 impl Worker {
@@ -45,6 +50,7 @@ impl Worker {
             isolate: Arc::new(Isolate::new(T0)),
             temp: TempDb::new(),
             clock: Clock::manual(T0),
+            elapsed_ms: 0,
         }
     }
 
@@ -64,7 +70,13 @@ impl Worker {
             headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
         };
         service
-            .handle(&request, body.to_string().into_bytes(), &Hinting)
+            .handle(
+                &request,
+                body.to_string().into_bytes(),
+                &Hinting {
+                    elapsed_ms: self.elapsed_ms,
+                },
+            )
             .await
     }
 
@@ -117,7 +129,11 @@ async fn a_publish_hands_the_platform_one_hint_per_waited_on_subscription() {
 
 #[tokio::test]
 async fn each_answered_request_is_counted_by_its_code_in_the_isolate() {
-    let worker = Worker::new();
+    // Each request takes 1.5 s, as its waiter tells it.
+    let worker = Worker {
+        elapsed_ms: 1500,
+        ..Worker::new()
+    };
     worker
         .ok(
             "AdminService/CreateQueue",
@@ -159,6 +175,22 @@ async fn each_answered_request_is_counted_by_its_code_in_the_isolate() {
     );
     assert_eq!(counted("QueueService/Stats", "ok"), 0, "never ok");
     assert_eq!(counted("QueueService/Send", "ok"), 1, "sent once");
+    // Times are counted in seconds.
+    let send = requests
+        .iter()
+        .find(|r| r["rpc"] == "/mqlite.v1.QueueService/Send" && r["code"] == "ok")
+        .expect("Send counted");
+    assert_eq!(send["duration_seconds"], 1.5);
+    let latency = observed["http"]["handler_latency"]
+        .as_array()
+        .expect("latency")
+        .iter()
+        .find(|r| r["rpc"] == "/mqlite.v1.QueueService/Send")
+        .expect("Send's latency");
+    assert_eq!(
+        (latency["count"].clone(), latency["sum_seconds"].clone()),
+        (json!(1), json!(1.5))
+    );
 }
 
 /// A Redrive hints its destination when it moved messages there and a

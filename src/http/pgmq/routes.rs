@@ -178,5 +178,14 @@ mod tests {
         assert!(matches!(find("GET", "/v1/queues/q"), Lookup::WrongMethod));
         assert!(matches!(find("GET", "/v1/nothing"), Lookup::NotFound));
         assert!(matches!(find("PUT", "/v1/queues/"), Lookup::NotFound));
+        // An empty message id is no id: the segment names no route.
+        assert!(matches!(
+            find("DELETE", "/v1/queues/q/messages/"),
+            Lookup::NotFound
+        ));
+        assert!(matches!(
+            find("POST", "/v1/queues/q/messages//archive"),
+            Lookup::NotFound
+        ));
     }
 }
