@@ -410,6 +410,32 @@ mod tests {
     }
 
     #[test]
+    fn pgmq_key_lists_need_a_name_and_a_secret_in_each_entry() {
+        for keys in ["ci:", ":secret", " : ", "ci: ,ops:s", "ci:s,:t", "nocolon"] {
+            let result = config(&[("MQLITE_TOKENS", A), ("PGMQ_API_KEYS", keys)]);
+            assert!(result.is_err(), "{keys:?} was accepted");
+        }
+        let parsed = config(&[
+            ("MQLITE_TOKENS", A),
+            ("PGMQ_API_KEY", " solo "),
+            ("PGMQ_API_KEYS", " ci : s1 ,, ops:s:2"),
+        ]);
+        let Ok(parsed) = parsed else {
+            panic!("refused: {parsed:?}")
+        };
+        let owned = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(n, s)| (n.to_string(), s.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            parsed.pgmq.keys,
+            owned(&[("default", "solo"), ("ci", "s1"), ("ops", "s:2")])
+        );
+    }
+
+    #[test]
     fn c212_location_is_masked() {
         use super::masked_location;
         assert_eq!(
