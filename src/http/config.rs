@@ -436,6 +436,37 @@ mod tests {
     }
 
     #[test]
+    fn zero_empty_and_unreadable_settings_take_their_defaults() {
+        let default_qty = crate::wire::pgmq::Caps::default().max_qty;
+        for (value, bytes, qty) in [
+            ("0", super::DEFAULT_MAX_REQUEST_BYTES, default_qty),
+            ("-3", super::DEFAULT_MAX_REQUEST_BYTES, default_qty),
+            ("many", super::DEFAULT_MAX_REQUEST_BYTES, default_qty),
+            (" 1 ", 1, 1),
+            ("7", 7, 7),
+        ] {
+            let parsed = config(&[
+                ("MQLITE_TOKENS", A),
+                ("MQLITE_MAX_REQUEST_BYTES", value),
+                ("PGMQ_API_MAX_QTY", value),
+            ]);
+            let Ok(parsed) = parsed else {
+                panic!("{value:?} refused: {parsed:?}")
+            };
+            assert_eq!(
+                (parsed.max_request_bytes, parsed.pgmq.caps.max_qty),
+                (bytes, qty),
+                "{value:?}"
+            );
+        }
+        // An empty CORS setting is no setting: with authentication on, any origin.
+        for cors in ["", "  "] {
+            let parsed = config(&[("MQLITE_TOKENS", A), ("MQLITE_CORS", cors)]);
+            assert_eq!(parsed.map(|c| c.cors), Ok(Some("*".to_owned())), "{cors:?}");
+        }
+    }
+
+    #[test]
     fn c212_location_is_masked() {
         use super::masked_location;
         assert_eq!(
