@@ -34,6 +34,19 @@ async fn pg_with(
     (response.status, json, trips)
 }
 
+/// Queue `a`, created with two empty messages sent to it: their ids.
+async fn queue_a_with_two_messages(api: &Api) -> Vec<i64> {
+    pg(api, "PUT", "/v1/queues/a", None).await;
+    let (_, b, _) = pg(
+        api,
+        "POST",
+        "/v1/queues/a/messages/batch",
+        Some(json!({"messages":[{},{}]})),
+    )
+    .await;
+    ids(&b["msg_ids"])
+}
+
 fn ids(v: &Value) -> Vec<i64> {
     v.as_array()
         .expect("array")
@@ -841,15 +854,7 @@ async fn health_never_touches_the_database_and_ready_reports_it_down() {
 #[tokio::test]
 async fn archived_messages_leave_with_the_dead_letter_age_bound() {
     let api = Api::new(&[]);
-    pg(&api, "PUT", "/v1/queues/a", None).await;
-    let (_, b, _) = pg(
-        &api,
-        "POST",
-        "/v1/queues/a/messages/batch",
-        Some(json!({"messages":[{},{}]})),
-    )
-    .await;
-    let archived = ids(&b["msg_ids"]);
+    let archived = queue_a_with_two_messages(&api).await;
     pg(
         &api,
         "POST",
@@ -1360,15 +1365,7 @@ async fn a_pgmq_read_counts_redeliveries() {
 #[tokio::test]
 async fn deleting_or_archiving_one_message_answers_a_bare_204_and_does_what_it_says() {
     let api = Api::new(&[]);
-    pg(&api, "PUT", "/v1/queues/a", None).await;
-    let (_, b, _) = pg(
-        &api,
-        "POST",
-        "/v1/queues/a/messages/batch",
-        Some(json!({"messages":[{},{}]})),
-    )
-    .await;
-    let sent = ids(&b["msg_ids"]);
+    let sent = queue_a_with_two_messages(&api).await;
     let auth = [ADMIN_HEADER];
     let archived = || query(api.engine(), "SELECT id FROM archived_messages");
     for (method, path, archived_after) in [
