@@ -735,6 +735,42 @@ async fn c174_a_paced_redrive_across_databases_stops_at_max() {
     assert_eq!(broker.dead_lettered(&src).await, 2);
 }
 
+/// A Redrive without a target (or naming its own queue) stays inside the
+/// queue's database, wherever that is: one request there, none elsewhere.
+#[tokio::test]
+async fn c172_a_redrive_in_place_stays_in_its_own_database() {
+    let deployment = Deployment::new(3);
+    let src = names(30)
+        .into_iter()
+        .find(|n| deployment.chosen(n) == 2)
+        .expect("a name for db2");
+    let broker = deployment.isolate();
+    broker.create(&src).await;
+    for (round, target) in ["", src.as_str()].into_iter().enumerate() {
+        broker.dead_letters(&src, &format!("r{round}-"), 2).await;
+        let before = deployment.requests();
+        let moved = broker
+            .ok(
+                "AdminService/Redrive",
+                json!({"queue": src, "target": target}),
+            )
+            .await;
+        assert_eq!(moved, json!({"moved": 2}), "target {target:?}");
+        assert_eq!(
+            deployment.requests_since(&before),
+            [0, 0, 1],
+            "target {target:?}"
+        );
+        assert_eq!(broker.dead_lettered(&src).await, 0, "target {target:?}");
+        let prefix = format!("r{round}-");
+        assert_eq!(
+            broker.drain(&src).await,
+            [format!("{prefix}0"), format!("{prefix}1")],
+            "target {target:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_redrive_across_databases_to_a_missing_target_moves_nothing() {
     let deployment = Deployment::new(3);

@@ -504,7 +504,14 @@ async fn a_pgmq_send_reports_a_hint_only_when_visible_at_once() {
         1,
         "every commit reports its own hint"
     );
+    // A queue nobody waits on, and a delayed send to q: no hint.
     engine.send(&one("idle")).await.expect("send");
+    let mut idle = send(None);
+    idle.queue = "idle".into();
+    engine.pgmq_send(&idle).await.expect("send");
+    assert_eq!(claimable(&effects), vec![]);
+    let delayed = send(Some(mqlite_edge::engine::pgmq::VisibleAt::AfterSeconds(10)));
+    engine.pgmq_send(&delayed).await.expect("send");
     assert_eq!(claimable(&effects), vec![]);
 }
 

@@ -246,12 +246,10 @@ fn monitor_tokens(
     if admin_tokens.is_empty() {
         return Err(invalid());
     }
+    // Empty, short, spaced and repeated tokens are `check_tokens`' to refuse.
     let mut tokens = Vec::new();
     for token in raw.split(',').map(str::trim) {
-        let malformed = token.is_empty()
-            || token.contains([' ', '\t', '\r', '\n'])
-            || admin_tokens.iter().any(|a| a == token);
-        if malformed {
+        if admin_tokens.iter().any(|a| a == token) {
             return Err(invalid());
         }
         tokens.push(token.to_owned());
@@ -363,6 +361,8 @@ mod tests {
         let twice = format!("{A},{B},{A}");
         let monitor_twice = format!("{M},{M}");
         let inner_space = format!("{A} x");
+        let monitor_inner_space = format!("{M}\tx");
+        let monitor_empty_entry = format!("{M},,");
         for (tokens, monitors) in [
             (short.as_str(), ""),
             (mixed_a.as_str(), ""),
@@ -372,6 +372,8 @@ mod tests {
             (A, short.as_str()),
             (A, monitor_twice.as_str()),
             (A, A),
+            (A, monitor_inner_space.as_str()),
+            (A, monitor_empty_entry.as_str()),
         ] {
             let result = config(&[
                 ("MQLITE_TOKENS", tokens),
@@ -479,6 +481,51 @@ mod tests {
         );
         assert_eq!(masked_location("http://localhost:8080"), "http://***");
         assert_eq!(masked_location("not a url"), "remote");
+        // No scheme or no host: nothing to show.
+        for nameless in ["://db-org.turso.io", "libsql://", "https://user@/path"] {
+            assert_eq!(masked_location(nameless), "remote", "{nameless}");
+        }
+        // An IPv6 literal is hidden whole, even one with dots in it.
+        assert_eq!(
+            masked_location("http://[::ffff:10.0.0.7]:8080"),
+            "http://***"
+        );
+    }
+
+    #[test]
+    fn dlq_retention_reads_its_three_bounds_or_turns_off() {
+        use super::Retention;
+        let retention = |vars: &[(&str, &str)]| {
+            let mut all = vec![("MQLITE_TOKENS", A)];
+            all.extend_from_slice(vars);
+            config(&all).map(|c| c.retention)
+        };
+        assert_eq!(retention(&[]), Ok(Retention::default()));
+        assert_eq!(
+            retention(&[("MQLITE_DLQ_RETENTION", " OFF ")]),
+            Ok(Retention::off())
+        );
+        assert_eq!(
+            retention(&[
+                ("MQLITE_DLQ_MAX_AGE", "90m"),
+                ("MQLITE_DLQ_MAX_COUNT", "0"),
+                ("MQLITE_DLQ_MAX_BYTES", " 4096 "),
+            ]),
+            Ok(Retention {
+                max_age_ms: 5_400_000,
+                max_count: 0,
+                max_bytes: 4096,
+            })
+        );
+        // A negative or unreadable bound keeps its default.
+        assert_eq!(
+            retention(&[
+                ("MQLITE_DLQ_MAX_AGE", "-1h"),
+                ("MQLITE_DLQ_MAX_COUNT", "-1"),
+                ("MQLITE_DLQ_MAX_BYTES", "lots"),
+            ]),
+            Ok(Retention::default())
+        );
     }
 
     #[test]
@@ -487,6 +534,10 @@ mod tests {
         assert_eq!(go_duration_ms("1h30m"), Some(5_400_000));
         assert_eq!(go_duration_ms("1.5s"), Some(1500));
         assert_eq!(go_duration_ms("250ms"), Some(250));
+        assert_eq!(go_duration_ms("2500000ns"), Some(2));
+        assert_eq!(go_duration_ms("1500us"), Some(1));
+        assert_eq!(go_duration_ms("3000µs"), Some(3));
+        assert_eq!(go_duration_ms("2m"), Some(120_000));
         assert_eq!(go_duration_ms("0"), Some(0));
         for bad in ["", "1d", "h", "-1h", "1x"] {
             assert_eq!(go_duration_ms(bad), None, "{bad}");
