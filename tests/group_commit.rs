@@ -39,13 +39,18 @@ fn config() -> Config {
 /// A broker over a fresh database and manual clock, its transport made
 /// from the in-process one.
 fn broker<T: Transport>(transport: impl FnOnce(InProcess) -> T) -> Broker<T> {
+    broker_with(config(), transport)
+}
+
+/// [`broker`] under `config`.
+fn broker_with<T: Transport>(config: Config, transport: impl FnOnce(InProcess) -> T) -> Broker<T> {
     let temp = TempDb::new();
     let clock = Clock::manual(T0);
     let transport = transport(InProcess {
         db: temp.db.clone(),
     });
     let service = Service::new(
-        Ok((config(), transport)),
+        Ok((config, transport)),
         clock.clone(),
         Arc::new(Isolate::new(T0)),
     );
@@ -126,7 +131,12 @@ impl Transport for Gated {
 }
 
 fn one_group() -> Broker<OneGroup> {
-    broker(|db| {
+    one_group_with(config())
+}
+
+/// [`one_group`] under `config`.
+fn one_group_with(config: Config) -> Broker<OneGroup> {
+    broker_with(config, |db| {
         let gated = Gated {
             inner: db,
             closed: Default::default(),
@@ -575,7 +585,7 @@ mod support_rng {
 /// writes that reached it, in issue order (`send_round`): the first leads
 /// a batch of its own, the rest form one batch, in which the writes of a
 /// kind that folds (docs/engine.md#folding: Sends; Completes and
-/// CompleteBatches) run together where the first of their kind stands,
+/// CompleteBatches; plain peek-lock Receives) run together where the first of their kind stands,
 /// everything else in issue order. The writes answered before reaching it
 /// (refused requests) touch no row: they go first.
 fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
@@ -587,6 +597,8 @@ fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
             || path.ends_with(".QueueService/CompleteBatch")
         {
             Some(1)
+        } else if path.ends_with(".QueueService/Receive") && plain_receive(&writes[i].body) {
+            Some(2)
         } else {
             None
         }
@@ -608,6 +620,14 @@ fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
         }
     }
     order
+}
+
+/// A peek-lock Receive without a receive attempt id that does not wait:
+/// the kind of Receive that folds.
+fn plain_receive(body: &Value) -> bool {
+    body.get("receive_attempt_id").is_none()
+        && body.get("receive_mode").is_none_or(|m| m == 0)
+        && body.get("wait_time_ms").is_none_or(|w| w == 0)
 }
 
 /// Runs `rounds` rounds of up to 8 concurrent requests through both brokers
@@ -1135,6 +1155,108 @@ async fn completes_that_meet_fold_and_answer_as_one_after_another() {
     // took effect.
     let (_, stats) = stats(&together, "std").await;
     assert_eq!(stats["total"], 2, "{stats}");
+}
+
+/// Plain peek-lock Receives that meet fold too (docs/engine.md#folding):
+/// one walk deals the queue's messages out member after member, each up to
+/// its own `max_messages` and body budget (here 5 bytes, so a member stops
+/// after two or three bodies), exactly as they would have claimed one after
+/// another, in every ordering mode: a picked group is done for later
+/// members, a strict queue hands out one message. A Receive with an
+/// attempt id or in receive-and-delete mode keeps a savepoint of its own.
+#[tokio::test]
+async fn receives_that_meet_fold_and_answer_as_one_after_another() {
+    let mut limited = config();
+    limited.limits.response_budget_bytes = 5;
+    for queue in QUEUES {
+        let alone = broker_with(limited.clone(), |db| db);
+        let together = one_group_with(limited.clone());
+        let sends: Vec<Call> = (0..14)
+            .map(|i| {
+                let mut message = json!({"body": b64(&format!("m{i}"))});
+                if queue != "std" && i % 4 != 3 {
+                    message["group_id"] = json!(format!("g{}", i % 6));
+                }
+                rpc(
+                    "QueueService/Send",
+                    json!({"queue": queue, "messages": [message]}),
+                )
+            })
+            .collect();
+        for call in setup_calls().iter().chain(&sends) {
+            assert_eq!(
+                alone.call(call).await,
+                together.call(call).await,
+                "{call:?}"
+            );
+        }
+        let receive = |max: usize| {
+            rpc(
+                "QueueService/Receive",
+                json!({"queue": queue, "max_messages": max}),
+            )
+        };
+        let with_attempt = rpc(
+            "QueueService/Receive",
+            json!({"queue": queue, "max_messages": 2, "receive_attempt_id": "a"}),
+        );
+        // The leader, alone: a Receive of a missing queue (404 on both).
+        let missing = rpc(
+            "QueueService/Receive",
+            json!({"queue": "nope", "max_messages": 1}),
+        );
+        let round = vec![
+            missing,
+            receive(3),
+            receive(1),
+            with_attempt,
+            receive(2),
+            receive(4),
+            receive(1),
+            receive(3),
+        ];
+        let (answers, entered) = together.send_round(&round).await;
+        assert_eq!(entered.len(), round.len(), "{queue}: {answers:?}");
+        let mut expected = vec![(0, Value::Null); round.len()];
+        for i in batch_order(&round, &entered) {
+            expected[i] = alone.call(&round[i]).await;
+        }
+        let masked_all = |answers: &[Answer]| -> Vec<Answer> {
+            answers
+                .iter()
+                .map(|(status, json)| (*status, masked(json.clone())))
+                .collect()
+        };
+        assert_eq!(masked_all(&answers), masked_all(&expected), "{queue}");
+        let claimed: usize = answers
+            .iter()
+            .map(|(_, a)| a["messages"].as_array().map_or(0, Vec::len))
+            .sum();
+        // A strict queue hands out one message at a time.
+        let least = if queue == "strict" { 1 } else { 6 };
+        assert!(claimed >= least, "{queue}: {answers:?}");
+        assert_eq!(alone.rows().await, together.rows().await, "{queue}");
+        // The missing queue's led alone; the six plain Receives behind it
+        // were one run, the one with an attempt id its own savepoint.
+        let observed = group_commit(&together).await;
+        assert_eq!(observed["folded_writes"], 6, "{queue}: {observed}");
+        // Every lease is its own draw's: no two alike, and each token
+        // settles its message.
+        let mut held = Vec::new();
+        for (call, (_, answer)) in round.iter().zip(&answers) {
+            remember(call, answer, &mut held);
+        }
+        let tokens: std::collections::BTreeSet<&str> =
+            held.iter().map(|h| h.token.as_str()).collect();
+        assert_eq!(tokens.len(), held.len(), "{queue}: {held:?}");
+        for h in &held {
+            let complete = rpc(
+                "QueueService/Complete",
+                json!({"queue": h.queue, "seq_number": h.seq, "lock_token": h.token}),
+            );
+            assert_eq!(together.call(&complete).await.0, 200, "{queue}: {h:?}");
+        }
+    }
 }
 
 /// Publishes fold like Sends (docs/engine.md#folding): each member carries

@@ -193,6 +193,59 @@ async fn each_answered_request_is_counted_by_its_code_in_the_isolate() {
     );
 }
 
+/// A waiter whose clock moves 750 ms each time it is read.
+struct Ticking {
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl Waiter for Ticking {
+    fn elapsed_ms(&self) -> u64 {
+        750 * self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+
+    fn hints(&self) -> bool {
+        false
+    }
+
+    async fn park(&self, _queue: &str, _since_ms: i64, _millis: u64) -> Parked {
+        Parked::TimedOut
+    }
+}
+
+/// Observe times its database collection in seconds, from the request's
+/// own clock: the read before it and the one after, 750 ms apart here.
+#[tokio::test]
+async fn observe_times_its_collection_in_seconds() {
+    let worker = Worker::new();
+    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.into()));
+    let transport = InProcess {
+        db: worker.temp.db.clone(),
+    };
+    let service = Service::new(
+        config.map(|c| (c, transport)),
+        worker.clock.clone(),
+        worker.isolate.clone(),
+    );
+    let request = Request {
+        method: "POST".into(),
+        path: "/mqlite.v1.AdminService/Observe".into(),
+        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+    };
+    let waiter = Ticking {
+        reads: Default::default(),
+    };
+    let response = service.handle(&request, b"{}".to_vec(), &waiter).await;
+    assert_eq!(response.status, 200);
+    let observed = json_body(&response);
+    assert_eq!(
+        observed["collection"]["duration_seconds"], 0.75,
+        "{observed}"
+    );
+    assert_eq!(observed["runtime"]["ping_seconds"], 0.75, "{observed}");
+}
+
 /// A Redrive hints its destination when it moved messages there and a
 /// claim waits on it, and only then (in place and into another queue).
 #[tokio::test]

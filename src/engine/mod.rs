@@ -18,6 +18,7 @@ mod plans;
 mod queue_rows;
 mod queues;
 mod receive;
+mod receive_fold;
 mod send;
 mod send_fold;
 mod settle;
@@ -52,7 +53,11 @@ pub use wait::{LongPoll, Parked, Waiter, PARK_MAX_MS};
 
 /// The kinds of write that fold when they meet in a batch
 /// (docs/engine.md#folding), for whoever builds a coalescer.
-pub static FOLDS: crate::store::group::Folds = &[&send_fold::SendFold, &settle_fold::CompleteFold];
+pub static FOLDS: crate::store::group::Folds = &[
+    &send_fold::SendFold,
+    &settle_fold::CompleteFold,
+    &receive_fold::ReceiveFold,
+];
 
 use std::sync::Arc;
 

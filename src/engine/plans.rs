@@ -8,8 +8,8 @@ use std::sync::Arc;
 use mqlite_libsql::Database;
 
 use super::{
-    admin, deferred, dlq, dlq_across, keys, maintenance, peek, pgmq, placement, receive, send,
-    send_fold, settle, settle_fold, stats,
+    admin, deferred, dlq, dlq_across, keys, maintenance, peek, pgmq, placement, receive,
+    receive_fold, send, send_fold, settle, settle_fold, stats,
 };
 use crate::store::hrana::Value;
 use crate::store::{HttpReply, Program, Statement, Store, Transport, TransportError};
@@ -227,6 +227,44 @@ fn settlement_finds_rows_by_primary_key() {
     let d = plan(&settle::RENEW, vec![text("q"), pairs]);
     assert_no_message_scan("renew", &d);
     assert_uses("renew", &d, "USING INTEGER PRIMARY KEY");
+}
+
+/// A folded run of Receives (docs/engine.md#folding): the seeks of one
+/// claim's walk, whatever the number of members.
+#[test]
+fn folded_claim_seeks_the_same_indexes() {
+    let args = vec![
+        text("q"),
+        text("[[1,9223372036854775807],[3,8388608]]"),
+        text(r#"[["a"],["b","c","d"]]"#),
+        int(2),
+    ];
+    let d = plan(&receive_fold::CLAIM_FOLDED, args);
+    assert_no_message_scan("folded claim", &d);
+    assert_uses(
+        "folded claim",
+        &d,
+        "messages_ungrouped_active (queue=? AND id>?)",
+    );
+    assert_uses(
+        "folded claim",
+        &d,
+        "group_heads_by_head (queue=? AND head_id>?)",
+    );
+    assert_uses(
+        "folded claim",
+        &d,
+        "messages_by_state (queue=? AND state=? AND id>?)",
+    );
+    assert_uses(
+        "folded claim",
+        &d,
+        "messages_by_state (queue=? AND state=? AND id<?)",
+    );
+    assert!(
+        !d.iter().any(|l| l.starts_with("SCAN h")),
+        "folded claim scans group_heads:\n{d:#?}"
+    );
 }
 
 /// A folded run of Completes (docs/engine.md#folding), two members: the

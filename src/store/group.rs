@@ -160,16 +160,28 @@ impl Member {
         self.steps.len() + 2
     }
 
-    /// Its statements between `BEGIN` and `COMMIT`, when each runs only if
-    /// the one before it succeeded (no guard, gate or prelude of its own
-    /// changes the flow): only such a member may be folded.
+    /// Its statements between `BEGIN` and `COMMIT`, when each of them and
+    /// the `COMMIT` run whenever every statement before them succeeded (a
+    /// chain, or a gate whose steps then run too): only such a member may
+    /// be folded, since a fold answers it with every statement succeeded.
     fn chained_statements(&self) -> Option<Vec<&RawValue>> {
         let n = self.steps.len();
         let chained = self.steps[1..n - 1]
             .iter()
             .enumerate()
-            .all(|(i, s)| s.condition == Some(Condition::Ok { step: i }));
+            .all(|(i, s)| s.condition.as_ref().is_some_and(|c| runs_after(c, i + 1)));
         chained.then(|| self.steps[1..n - 2].iter().map(|s| &*s.stmt).collect())
+    }
+}
+
+/// Whether a step whose condition is `condition` runs when the `done`
+/// steps before it all succeeded.
+fn runs_after(condition: &Condition, done: usize) -> bool {
+    match condition {
+        Condition::Ok { step } => *step < done,
+        Condition::Not { cond } => !runs_after(cond, done),
+        Condition::And { conds } => conds.iter().all(|c| runs_after(c, done)),
+        Condition::Or { conds } => conds.iter().any(|c| runs_after(c, done)),
     }
 }
 
@@ -1242,6 +1254,57 @@ mod tests {
             "member 2 rolled back"
         );
         assert!(result(0)["step_results"][3].is_null(), "member 1 did not");
+    }
+
+    /// A member with `steps` (conditions as JSON, `None` for none) between
+    /// `BEGIN` and its `COMMIT` (conditioned on `commit`), each statement
+    /// `S<i>`.
+    fn shaped(steps: &[&str], commit: &str) -> Member {
+        let mut all = vec![r#"{"stmt":{"sql":"BEGIN IMMEDIATE","args":[]}}"#.to_owned()];
+        for (i, condition) in steps.iter().enumerate() {
+            all.push(format!(
+                r#"{{"condition":{condition},"stmt":{{"sql":"S{}","args":[]}}}}"#,
+                i + 1
+            ));
+        }
+        let n = steps.len() + 1;
+        all.push(format!(
+            r#"{{"condition":{commit},"stmt":{{"sql":"COMMIT","args":[]}}}}"#
+        ));
+        all.push(format!(
+            r#"{{"condition":{{"type":"not","cond":{{"type":"ok","step":{n}}}}},"stmt":{{"sql":"ROLLBACK","args":[]}}}}"#
+        ));
+        let body = format!(
+            r#"{{"requests":[{{"type":"batch","batch":{{"steps":[{}]}}}}]}}"#,
+            all.join(",")
+        );
+        Member::parse(&body).expect("a write program")
+    }
+
+    /// A member folds when each of its statements, and its COMMIT, runs
+    /// whenever every statement before it succeeded: a chain, or a gate
+    /// whose steps then run (`Program::gate`); not when one runs only after
+    /// a failure, or waits on a statement after it.
+    #[test]
+    fn only_members_that_run_every_statement_on_success_may_fold() {
+        let ok = |step: usize| format!(r#"{{"type":"ok","step":{step}}}"#);
+        let not = |c: String| format!(r#"{{"type":"not","cond":{c}}}"#);
+        let or = |a: String, b: String| format!(r#"{{"type":"or","conds":[{a},{b}]}}"#);
+        let and = |a: String, b: String| format!(r#"{{"type":"and","conds":[{a},{b}]}}"#);
+        let chain = shaped(&[&ok(0), &ok(1)], &ok(2));
+        assert_eq!(chain.chained_statements().map(|s| s.len()), Some(2));
+        // Head, gate, gated step, then the gate closed: what a Receive sends.
+        let closed = or(ok(3), and(not(ok(2)), ok(1)));
+        let gated = shaped(&[&ok(0), &ok(1), &ok(2), &closed], &ok(4));
+        assert_eq!(gated.chained_statements().map(|s| s.len()), Some(4));
+        let after_failure = shaped(&[&ok(0), &not(ok(1))], &ok(2));
+        assert!(after_failure.chained_statements().is_none());
+        let ahead = shaped(&[&ok(0), &ok(3)], &ok(2));
+        assert!(ahead.chained_statements().is_none());
+        let unconditioned = shaped(&["null", &ok(1)], &ok(2));
+        assert!(unconditioned.chained_statements().is_none());
+        let commit_after_failure = shaped(&[&ok(0)], &not(ok(1)));
+        assert!(commit_after_failure.chained_statements().is_none());
     }
 
     /// A fold of the members whose one statement is `FOLD n`: one run
