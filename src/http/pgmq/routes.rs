@@ -159,6 +159,25 @@ fn percent_decode(segment: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Only a `%` with two hex digits is an escape; anything else stays as
+    /// written.
+    #[test]
+    fn percent_escapes_decode_and_malformed_ones_stay() {
+        for (segment, decoded) in [
+            ("a%20b", "a b"),
+            ("%41%7a", "Az"),
+            ("%e2%82%AC", "€"),
+            ("%zz", "%zz"),
+            ("%4g", "%4g"),
+            ("%g4", "%g4"),
+            ("50%", "50%"),
+            ("%4", "%4"),
+            ("%%41", "%A"),
+        ] {
+            assert_eq!(percent_decode(segment), decoded, "{segment}");
+        }
+    }
+
     #[test]
     fn literal_segments_win_over_parameters_and_methods_are_checked() {
         match find("POST", "/v1/queues/q/messages/delete") {
