@@ -365,10 +365,28 @@ mod tests {
     fn only_a_plain_peek_lock_receive_folds() {
         assert!(accepted(&one("q")));
         assert!(accepted(&several("q", 2, r#"["t","u"]"#)));
+        // Any statement replaced, keeping its arguments.
+        let replaced = |statements: &[Box<RawValue>], at: usize| {
+            let sent = SentStatement::parse(&statements[at]).expect("statement");
+            let args: Vec<serde_json::Value> = sent
+                .args
+                .iter()
+                .map(|a| serde_json::from_str(a.get()).expect("json"))
+                .collect();
+            let mut other: Vec<Box<RawValue>> = statements.to_vec();
+            other[at] = stmt("SELECT 1", &args);
+            other
+        };
         for at in 0..4 {
-            let mut other = one("q");
-            other[at] = stmt("SELECT 1", &[]);
-            assert!(!accepted(&other), "statement {at} replaced");
+            assert!(
+                !accepted(&replaced(&one("q"), at)),
+                "statement {at} replaced"
+            );
+            let walk = several("q", 2, r#"["t","u"]"#);
+            assert!(
+                !accepted(&replaced(&walk, at)),
+                "statement {at} of a walk replaced"
+            );
         }
         // Another queue in any statement.
         for at in 0..4 {
@@ -425,6 +443,28 @@ mod tests {
             run[2]
         );
         assert!(run[2].contains(r#"[[\"t\"],[\"t\",\"u\"]]"#), "{}", run[2]);
+    }
+
+    /// A failed run statement is answered on the member statement it stands
+    /// for: the head on the head, the housekeeping on the housekeeping (not
+    /// on the gate, whose failure means "nothing due"), the walk on the claim.
+    #[test]
+    fn each_run_statement_blames_the_member_statement_it_stands_for() {
+        let members = vec![one("q"), several("q", 2, r#"["t","u"]"#)];
+        let run = ReceiveFold.fold(&refs(&members)).expect("a run");
+        let sql = |text: &str| {
+            let v: serde_json::Value = serde_json::from_str(text).expect("json");
+            v["sql"].as_str().expect("sql").to_owned()
+        };
+        for member in &members {
+            for step in 0..2 {
+                let own = SentStatement::parse(&member[ReceiveFold.blame(step)]).expect("own");
+                assert_eq!(own.sql, sql(&run[step]), "run statement {step}");
+            }
+            let claim = SentStatement::parse(&member[ReceiveFold.blame(2)]).expect("own");
+            assert!(claim.sql == CLAIM_ONE.sql || claim.sql == CLAIM.sql);
+        }
+        assert_eq!(sql(&run[2]), CLAIM_FOLDED.sql);
     }
 
     /// Each claimed row goes to the member whose token it carries; a row

@@ -1301,6 +1301,8 @@ mod tests {
         assert!(after_failure.chained_statements().is_none());
         let ahead = shaped(&[&ok(0), &ok(3)], &ok(2));
         assert!(ahead.chained_statements().is_none());
+        let on_itself = shaped(&[&ok(0), &ok(2)], &ok(2));
+        assert!(on_itself.chained_statements().is_none());
         let unconditioned = shaped(&["null", &ok(1)], &ok(2));
         assert!(unconditioned.chained_statements().is_none());
         let commit_after_failure = shaped(&[&ok(0)], &not(ok(1)));
