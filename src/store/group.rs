@@ -1589,6 +1589,29 @@ mod tests {
         async fn pause(&self, _millis: u32) {}
     }
 
+    /// A member of up to `MEMBER_MAX_BYTES` goes through the coalescer; one
+    /// byte more goes alone, directly.
+    #[tokio::test]
+    async fn a_member_of_the_size_limit_is_grouped_and_one_byte_more_goes_alone() {
+        let grouped = GroupedTransport::new(Commits, Bounds::default());
+        let group = Group {
+            queue: "q",
+            wakes: false,
+        };
+        let sized = |len: usize| {
+            let bare = program("SELECT ''").len();
+            program(&format!("SELECT '{}'", "x".repeat(len - bare)))
+        };
+        let at_limit = sized(MEMBER_MAX_BYTES);
+        assert_eq!(at_limit.len(), MEMBER_MAX_BYTES);
+        let (reply, carried) = grouped.send_grouped(group, &at_limit).await;
+        assert!(reply.is_ok(), "{reply:?}");
+        assert!(matches!(carried, Carried::Batch { .. }), "{carried:?}");
+        let over = sized(MEMBER_MAX_BYTES + 1);
+        let (_, carried) = grouped.send_grouped(group, &over).await;
+        assert_eq!(carried, Carried::Direct);
+    }
+
     /// Only a write that wakes learns the batch's clock.
     #[tokio::test]
     async fn only_a_waking_write_learns_when_its_batch_committed() {
