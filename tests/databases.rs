@@ -206,6 +206,14 @@ impl Deployment {
         (first, other)
     }
 
+    /// A name (`q0` … `q29`) rendezvous hashing puts in database `index`.
+    fn name_in(&self, index: usize) -> String {
+        names(30)
+            .into_iter()
+            .find(|n| self.chosen(n) == index)
+            .expect("a name for that database")
+    }
+
     /// The index of the database rendezvous hashing picks for `name`.
     fn chosen(&self, name: &str) -> usize {
         let picked = rendezvous(&self.names, name);
@@ -355,10 +363,7 @@ async fn queues_spread_over_the_databases_and_each_lives_in_one() {
 #[tokio::test]
 async fn an_rpc_on_a_known_queue_makes_one_request_on_its_own_database() {
     let deployment = Deployment::new(3);
-    let name = names(30)
-        .into_iter()
-        .find(|n| deployment.chosen(n) == 2)
-        .expect("a name for db2");
+    let name = deployment.name_in(2);
     deployment.isolate().create(&name).await;
 
     // A fresh isolate reads the placement once from the catalog.
@@ -740,10 +745,7 @@ async fn c174_a_paced_redrive_across_databases_stops_at_max() {
 #[tokio::test]
 async fn c172_a_redrive_in_place_stays_in_its_own_database() {
     let deployment = Deployment::new(3);
-    let src = names(30)
-        .into_iter()
-        .find(|n| deployment.chosen(n) == 2)
-        .expect("a name for db2");
+    let src = deployment.name_in(2);
     let broker = deployment.isolate();
     broker.create(&src).await;
     for (round, target) in ["", src.as_str()].into_iter().enumerate() {
@@ -1009,10 +1011,7 @@ async fn a_database_added_later_takes_new_names_only() {
 async fn pgmq_queues_are_placed_and_served_on_their_database() {
     let deployment = Deployment::new(3);
     let broker = deployment.isolate();
-    let name = names(30)
-        .into_iter()
-        .find(|n| deployment.chosen(n) == 1)
-        .expect("a name for db1");
+    let name = deployment.name_in(1);
     let (status, json) = broker
         .request("PUT", &format!("/v1/queues/{name}"), b"")
         .await;

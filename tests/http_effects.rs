@@ -55,6 +55,14 @@ impl Worker {
     }
 
     async fn call(&self, rpc: &str, body: Value) -> Response {
+        let waiter = Hinting {
+            elapsed_ms: self.elapsed_ms,
+        };
+        self.call_waiting(rpc, body, &waiter).await
+    }
+
+    /// [`Worker::call`] with the request's waiter.
+    async fn call_waiting(&self, rpc: &str, body: Value, waiter: &impl Waiter) -> Response {
         let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.into()));
         let transport = InProcess {
             db: self.temp.db.clone(),
@@ -70,13 +78,7 @@ impl Worker {
             headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
         };
         service
-            .handle(
-                &request,
-                body.to_string().into_bytes(),
-                &Hinting {
-                    elapsed_ms: self.elapsed_ms,
-                },
-            )
+            .handle(&request, body.to_string().into_bytes(), waiter)
             .await
     }
 
@@ -219,24 +221,12 @@ impl Waiter for Ticking {
 #[tokio::test]
 async fn observe_times_its_collection_in_seconds() {
     let worker = Worker::new();
-    let config = Config::from_vars(|name| (name == "MQLITE_TOKENS").then(|| ADMIN.into()));
-    let transport = InProcess {
-        db: worker.temp.db.clone(),
-    };
-    let service = Service::new(
-        config.map(|c| (c, transport)),
-        worker.clock.clone(),
-        worker.isolate.clone(),
-    );
-    let request = Request {
-        method: "POST".into(),
-        path: "/mqlite.v1.AdminService/Observe".into(),
-        headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
-    };
     let waiter = Ticking {
         reads: Default::default(),
     };
-    let response = service.handle(&request, b"{}".to_vec(), &waiter).await;
+    let response = worker
+        .call_waiting("AdminService/Observe", json!({}), &waiter)
+        .await;
     assert_eq!(response.status, 200);
     let observed = json_body(&response);
     assert_eq!(
