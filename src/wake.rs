@@ -62,6 +62,11 @@ impl<S: Slot> Board<S> {
         count
     }
 
+    /// Whether a waiter is parked (one whose request is gone is not).
+    pub fn has_waiters(&self) -> bool {
+        self.parked.iter().any(|s| !s.abandoned())
+    }
+
     /// Waiters parked now (abandoned slots not yet dropped included).
     #[cfg(test)]
     fn parked(&self) -> usize {
@@ -113,6 +118,22 @@ mod tests {
         assert_eq!(board.parked(), 0);
         // A duplicate notification finds nobody and harms nothing.
         assert_eq!(board.notify(150), 0);
+    }
+
+    /// What lets the object call its queue idle (`store::lone`): nobody
+    /// parked, a waiter whose request went away not counted.
+    #[test]
+    fn only_a_live_parked_waiter_is_a_waiter() {
+        let mut board = Board::default();
+        assert!(!board.has_waiters());
+        let (gone, _) = probe(true);
+        assert!(board.park(100, gone).is_ok());
+        assert!(!board.has_waiters(), "its request went away");
+        let (live, _) = probe(false);
+        assert!(board.park(100, live).is_ok());
+        assert!(board.has_waiters());
+        board.notify(150);
+        assert!(!board.has_waiters());
     }
 
     #[test]

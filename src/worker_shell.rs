@@ -17,6 +17,7 @@ use worker::{
 
 use crate::engine::{Clock, Effects, Engine, Parked, Waiter};
 use crate::http::{self, body_too_large, Config, Isolate, Service};
+use crate::store::lone::LoneWrites;
 use crate::store::{pipeline_url, Carried, Group, HttpReply, Transport, TransportError};
 use crate::wire::ApiError;
 
@@ -56,6 +57,13 @@ fn isolate() -> Arc<Isolate> {
     ISOLATE
         .get_or_init(|| Arc::new(Isolate::new(wall_ms())))
         .clone()
+}
+
+/// Which queues this isolate may write directly, on their objects' word
+/// that nobody else writes them (`store::lone`).
+fn lone_writes() -> &'static LoneWrites {
+    static LONE: OnceLock<LoneWrites> = OnceLock::new();
+    LONE.get_or_init(LoneWrites::default)
 }
 
 /// A var or secret binding by name.
@@ -359,7 +367,12 @@ impl Waiter for WorkerWaiter {
 
     async fn park(&self, queue: &str, since_ms: i64, millis: u64) -> Parked {
         match &self.waker {
-            Some(waker) => waker.park(queue, since_ms, millis).await,
+            Some(waker) => {
+                // The queue's writes go through its object while a waiter is
+                // parked there: the object wakes it on their commit itself.
+                lone_writes().waiting(queue);
+                waker.park(queue, since_ms, millis).await
+            }
             None => Parked::Failed,
         }
     }
@@ -511,7 +524,7 @@ fn is_timeout(error: &JsValue) -> bool {
 
 /// A JS error as `String(error)` ("TypeError: …", what `fetch` rejects
 /// with), or its debug form.
-fn describe(error: &JsValue) -> String {
+pub(crate) fn describe(error: &JsValue) -> String {
     error
         .dyn_ref::<js_sys::Error>()
         .map(|e| String::from(e.to_string()))
@@ -542,7 +555,13 @@ impl Transport for WorkerTransport {
         body: &str,
     ) -> (Result<HttpReply, TransportError>, Carried) {
         if let Some(committer) = &self.committer {
-            if let Grouped::Outcome(outcome, carried, woke) = committer.commit(group, body).await {
+            let write = lone_writes().start(group.queue, Date::now().as_millis());
+            if write.lone {
+                return (self.database.post(body).await, Carried::Lone);
+            }
+            let grouped = committer.commit(group, body).await;
+            if let Grouped::Outcome(outcome, carried, woke, idle) = grouped {
+                lone_writes().answered(group.queue, idle, Date::now().as_millis());
                 if woke {
                     self.woken.borrow_mut().push(group.queue.to_owned());
                 }

@@ -759,6 +759,7 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
         observed,
         json!({
             "direct_writes": 0,
+            "lone_writes": 0,
             "batched_writes": 8,
             "folded_writes": 7,
             "batch_members": {

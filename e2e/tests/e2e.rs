@@ -70,6 +70,10 @@ fn main() {
             "one_database_request_per_rpc_through_workerd",
             one_round_trip_per_rpc,
         ),
+        (
+            "lone_writes_of_an_idle_queue_skip_its_object",
+            lone_writes_skip_the_object,
+        ),
         ("c100_long_poll_woken_by_a_concurrent_send", long_poll_wakes),
         (
             "c101_long_poll_times_out_after_the_wait",
@@ -311,6 +315,60 @@ fn one_round_trip_per_rpc(s: &Stacks) -> Result<(), String> {
         json!({"queue":"rt","seq_number":m["seq_number"],"lock_token":m["lock_token"]}),
     )?;
     counted("QueueService/Stats", json!({"queue":"rt"}))?;
+    Ok(())
+}
+
+/// A write of a queue nobody else writes goes to the database directly
+/// once the queue's object said it was idle (docs/engine.md#lone-writes),
+/// still in one database request; the first goes through the object.
+fn lone_writes_skip_the_object(s: &Stacks) -> Result<(), String> {
+    let stack = &s.main;
+    stack.ok(
+        "AdminService/CreateQueue",
+        json!({"name":"lone","config":{}}),
+    );
+    let carried = || {
+        let observed = stack.ok("AdminService/Observe", json!({}));
+        let group = &observed["storage"]["group_commit"];
+        let count = |name: &str| group[name].as_u64().unwrap_or(u64::MAX);
+        (count("lone_writes"), count("batched_writes"))
+    };
+    let send = |i: usize| {
+        let before = stack.round_trips();
+        stack.ok(
+            "QueueService/Send",
+            json!({"queue":"lone","messages":[{"body":b64(&format!("m{i}"))}]}),
+        );
+        stack.round_trips() - before
+    };
+    let (lone, batched) = carried();
+    check!(send(0) == 1 || !stack.counts_round_trips(), "one request");
+    let (after_first, batched_first) = carried();
+    check!(
+        (after_first, batched_first) == (lone, batched + 1),
+        "the first write of the queue goes through its object: {lone}/{batched} -> {after_first}/{batched_first}"
+    );
+    let started = Instant::now();
+    for i in 1..=3 {
+        check!(send(i) == 1 || !stack.counts_round_trips(), "one request");
+    }
+    let (after, batched_after) = carried();
+    // Each within the object's word (1 s) unless the machine stalled.
+    if started.elapsed() < Duration::from_millis(900) {
+        check!(
+            (after, batched_after) == (lone + 3, batched + 1),
+            "the next three go directly: {after_first}/{batched_first} -> {after}/{batched_after}"
+        );
+    }
+    check!(after > lone, "no write went directly: {after}");
+    let got = stack.ok(
+        "QueueService/Receive",
+        json!({"queue":"lone","max_messages":10}),
+    );
+    check!(
+        got["messages"].as_array().map(Vec::len) == Some(4),
+        "every write landed once: {got}"
+    );
     Ok(())
 }
 

@@ -14,6 +14,9 @@ pub(super) struct GroupCommit {
     /// Writes sent in a request of their own (group commit off, no object,
     /// too large, the object unavailable).
     direct: u64,
+    /// Writes sent in a request of their own because their queue's object
+    /// said nobody else was writing the queue.
+    lone: u64,
     /// Writes that went in a batch, alone or not.
     batched: u64,
     /// Of those, the writes served by a folded statement with others of
@@ -30,6 +33,7 @@ impl GroupCommit {
     pub(super) fn record(&mut self, carried: Carried) {
         match carried {
             Carried::Direct => self.direct = self.direct.saturating_add(1),
+            Carried::Lone => self.lone = self.lone.saturating_add(1),
             Carried::Batch {
                 members,
                 first,
@@ -56,6 +60,7 @@ impl GroupCommit {
     pub(super) fn to_wire(self) -> WireGroupCommit {
         WireGroupCommit {
             direct_writes: self.direct,
+            lone_writes: self.lone,
             batched_writes: self.batched,
             folded_writes: self.folded,
             batch_members: SizeHistogram {
@@ -84,6 +89,8 @@ mod tests {
     fn every_write_is_counted_once_and_every_batch_by_its_first_member() {
         let mut counts = GroupCommit::default();
         counts.record(Carried::Direct);
+        counts.record(Carried::Lone);
+        counts.record(Carried::Lone);
         // A batch of three: three writes, one batch.
         counts.record(batch(3, true));
         counts.record(batch(3, false));
@@ -102,6 +109,7 @@ mod tests {
         }
         let wire = counts.to_wire();
         assert_eq!(wire.direct_writes, 1);
+        assert_eq!(wire.lone_writes, 2);
         assert_eq!(wire.batched_writes, 7);
         assert_eq!(wire.folded_writes, 2);
         assert_eq!(wire.batch_members.count, 4);

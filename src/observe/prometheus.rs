@@ -300,10 +300,11 @@ fn storage(out: &mut String, o: &ObserveResponse) {
     counter(
         out,
         "mqlite_group_commit_writes_total",
-        "Writes that may share their queue's transaction, by how they were carried: in a batch or in a request of their own.",
+        "Writes that may share their queue's transaction, by how they were carried: in a batch, in a request of their own, or in one of their own because their queue was idle (lone).",
         |f| {
             f.sample("", &[("carried", "batch")], group.batched_writes);
             f.sample("", &[("carried", "direct")], group.direct_writes);
+            f.sample("", &[("carried", "lone")], group.lone_writes);
         },
     );
     counter(

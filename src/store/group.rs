@@ -876,6 +876,13 @@ impl Coalescer {
         self.state().waiting.len()
     }
 
+    /// No batch in flight and none waiting: a write answered now went
+    /// alone and left nobody behind it (`store::lone`).
+    pub fn idle(&self) -> bool {
+        let state = self.state();
+        !state.busy && state.waiting.is_empty()
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -1684,6 +1691,26 @@ mod tests {
                 folded: false,
             }
         );
+    }
+
+    /// Idle only with no batch in flight and none waiting: what lets a
+    /// lone write's answer tell the Worker its queue is idle (`store::lone`).
+    #[tokio::test]
+    async fn idle_only_with_no_batch_in_flight_and_none_waiting() {
+        let coalescer = Coalescer::default();
+        assert!(coalescer.idle());
+        let database = Gated(tokio::sync::Semaphore::new(0));
+        let (a, b) = (program("SELECT 1"), program("SELECT 2"));
+        let mut first = Box::pin(coalescer.submit(&database, &a, false));
+        assert!(poll_once(&mut first).await.is_pending());
+        assert!(!coalescer.idle(), "a batch in flight");
+        let mut second = Box::pin(coalescer.submit(&database, &b, false));
+        assert!(poll_once(&mut second).await.is_pending());
+        database.0.add_permits(8);
+        first.await;
+        assert!(!coalescer.idle(), "the second leads next");
+        second.await;
+        assert!(coalescer.idle());
     }
 
     #[test]

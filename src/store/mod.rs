@@ -26,6 +26,7 @@ pub mod fold;
 pub mod group;
 pub mod health;
 pub mod hrana;
+pub mod lone;
 pub mod migrate;
 #[cfg(feature = "native")]
 pub mod native;

@@ -18,6 +18,9 @@ pub enum Carried {
     /// In its own request: group commit off, no coalescer, a member too
     /// large, or the coalescer would not take it.
     Direct,
+    /// In its own request because its queue's object said nobody else was
+    /// writing the queue (`store::lone`, docs/engine.md#lone-writes).
+    Lone,
     /// In one transaction with the other writes of its queue in flight.
     Batch {
         /// Writes the batch carried, itself included (1: it went alone).

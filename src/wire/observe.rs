@@ -106,6 +106,9 @@ pub struct Storage {
 pub struct GroupCommit {
     /// Sent in a request of their own.
     pub direct_writes: u64,
+    /// Sent in a request of their own because their queue's object said
+    /// nobody else was writing the queue (docs/engine.md#lone-writes).
+    pub lone_writes: u64,
     /// Sent in a batch (of one, when nobody else was in flight).
     pub batched_writes: u64,
     /// Of those, served by one statement with others of their kind

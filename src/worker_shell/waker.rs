@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{select, Either};
-use worker::{
-    durable_object, DurableObject, Env, Method, ObjectNamespace, Request, RequestInit, Response,
-    Result, State,
-};
+use wasm_bindgen::prelude::wasm_bindgen;
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::worker_sys::DurableObjectNamespace;
+use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+use worker::{js_sys, web_sys};
 
-use super::DatabaseFetch;
+use super::{describe, DatabaseFetch};
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
 use crate::store::{Carried, Group, HttpReply, TransportError};
@@ -158,8 +160,13 @@ impl QueueWaker {
             return verdict_response(GROUP_UNAVAILABLE, "unknown database", None);
         };
         let wakes = req.headers().get(WAKES)?.is_some_and(|v| v == "1");
-        let body = req.text().await?;
-        let submitted = self.coalescer.submit(database, &body, wakes).await;
+        // One `arrayBuffer()`: `text()` would decode the pipeline into a JS
+        // string only for it to be encoded back into wasm memory.
+        let body = req.bytes().await?;
+        let Ok(body) = std::str::from_utf8(&body) else {
+            return verdict_response(GROUP_UNAVAILABLE, "a pipeline that is not UTF-8", None);
+        };
+        let submitted = self.coalescer.submit(database, body, wakes).await;
         let woke = match submitted.woke_at {
             Some(at) if self.fault != Fault::Drop => {
                 self.board.borrow_mut().notify(at);
@@ -168,6 +175,11 @@ impl QueueWaker {
             _ => false,
         };
         let (verdict, carried) = (submitted.verdict, submitted.carried);
+        // The write went alone and left nothing behind: the Worker may send
+        // the queue's next writes directly for a while (`store::lone`).
+        let idle = matches!(carried, Carried::Batch { members: 1, .. })
+            && self.coalescer.idle()
+            && !self.board.borrow().has_waiters();
         let mut response = match verdict {
             Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
             Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
@@ -188,6 +200,9 @@ impl QueueWaker {
         if woke {
             response.headers_mut().set(GROUP_WOKE, "1")?;
         }
+        if idle {
+            response.headers_mut().set(GROUP_IDLE, "1")?;
+        }
         Ok(response)
     }
 }
@@ -205,6 +220,9 @@ const GROUP_FIRST: &str = "x-mqlite-group-first";
 const GROUP_FOLDED: &str = "x-mqlite-group-folded";
 /// `1` when the object woke the queue's waiters on this write's commit.
 const GROUP_WOKE: &str = "x-mqlite-group-woke";
+/// `1` when the write went alone, with nothing waiting behind it and no
+/// waiter parked: the queue is idle (`store::lone`).
+const GROUP_IDLE: &str = "x-mqlite-group-idle";
 /// On a `/commit` call: `1` when the write's commit can make messages
 /// claimable (`store::Group::wakes`).
 const WAKES: &str = "x-mqlite-wakes";
@@ -232,11 +250,67 @@ pub fn coalescing_on(switch: Option<String>) -> bool {
     switched_on(switch)
 }
 
+/// A Durable Object stub called with a URL and an init: `worker` binds
+/// only `fetch(request)`, and its `Response` reads a body through a stream
+/// reader whose release throws (and captures the stack of) a `TypeError`
+/// on every call (docs/bench.md, "What perf found"); these calls are on
+/// every grouped write's path.
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(extends = js_sys::Object)]
+    type ObjectStub;
+
+    #[wasm_bindgen(method, catch, js_name = fetch)]
+    fn fetch_with_init(
+        this: &ObjectStub,
+        url: &str,
+        init: &web_sys::RequestInit,
+    ) -> std::result::Result<js_sys::Promise, JsValue>;
+}
+
+/// The binding's namespace as the platform hands it over.
+fn namespace(env: &Env) -> Option<DurableObjectNamespace> {
+    let namespace = env.durable_object(BINDING).ok()?;
+    Some(JsValue::from(namespace).unchecked_into())
+}
+
+/// One `POST` of `body` to `url` on `queue`'s object (`wakes`: with the
+/// header saying its commit can make messages claimable). Unbounded: the
+/// callers race it against their own bound.
+async fn post_to_object(
+    namespace: &DurableObjectNamespace,
+    queue: &str,
+    url: &str,
+    body: &[u8],
+    wakes: bool,
+) -> std::result::Result<web_sys::Response, JsValue> {
+    let stub: ObjectStub = namespace.get_by_name(queue)?.unchecked_into();
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    if !body.is_empty() {
+        init.set_body(&js_sys::Uint8Array::from(body));
+    }
+    if wakes {
+        let headers = web_sys::Headers::new()?;
+        headers.set(WAKES, "1")?;
+        init.set_headers(&headers);
+    }
+    JsFuture::from(stub.fetch_with_init(url, &init)?)
+        .await?
+        .dyn_into()
+}
+
+/// A response's body with one `arrayBuffer()`.
+async fn body_bytes(response: &web_sys::Response) -> std::result::Result<Vec<u8>, JsValue> {
+    let buffer = JsFuture::from(response.array_buffer()?).await?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+}
+
 /// The Worker's side of the group commit: a write program goes to its
 /// queue's object, which answers what the database answered it.
 #[derive(Clone)]
 pub struct Committer {
-    namespace: ObjectNamespace,
+    namespace: DurableObjectNamespace,
     /// The object's path for this database's writes (`/commit?db=<name>`).
     path: String,
     /// Bound on one call: the batch before it and its own.
@@ -246,10 +320,12 @@ pub struct Committer {
 /// What the Worker does with a grouped write.
 pub enum Grouped {
     /// The object ran it (or may have): this is the outcome, how it was
-    /// carried, and whether the object woke the queue's waiters on it.
+    /// carried, whether the object woke the queue's waiters on it, and
+    /// whether it said the queue was idle.
     Outcome(
         std::result::Result<HttpReply, TransportError>,
         Carried,
+        bool,
         bool,
     ),
     /// The object did not take it: send it to the database directly.
@@ -262,7 +338,7 @@ impl Committer {
         if !on {
             return None;
         }
-        env.durable_object(BINDING).ok().map(|namespace| Committer {
+        namespace(env).map(|namespace| Committer {
             namespace,
             path: format!("{ORIGIN}/commit?db={}", database.name),
             timeout_ms: 2 * database.timeout_ms + PARK_SLACK_MS,
@@ -274,34 +350,28 @@ impl Committer {
         if body.len() > MEMBER_MAX_BYTES {
             return Grouped::Direct;
         }
-        let Ok(stub) = self.namespace.get_by_name(group.queue) else {
-            return Grouped::Direct;
-        };
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post)
-            .with_body(Some(worker::wasm_bindgen::JsValue::from_str(body)));
-        if group.wakes {
-            let headers = worker::Headers::new();
-            if headers.set(WAKES, "1").is_ok() {
-                init.with_headers(headers);
-            }
-        }
-        let Ok(request) = Request::new_with_init(&self.path, &init) else {
-            return Grouped::Direct;
-        };
         let exchange = async {
-            let mut response = match stub.fetch_with_request(request).await {
+            let sent = post_to_object(
+                &self.namespace,
+                group.queue,
+                &self.path,
+                body.as_bytes(),
+                group.wakes,
+            );
+            let response = match sent.await {
                 Ok(response) => response,
                 // The platform refused the call before the object saw it (a
                 // plan limit, an overloaded object): nothing ran.
-                Err(e) if refused_before_delivery(&e.to_string()) => return Ok(None),
+                Err(e) if refused_before_delivery(&describe(&e)) => return Ok(None),
                 Err(e) => {
                     return Err(TransportError::AnswerLost(format!(
-                        "group commit object: {e}"
+                        "group commit object: {}",
+                        describe(&e)
                     )))
                 }
             };
-            let header = |name: &str| response.headers().get(name).ok().flatten();
+            let headers = response.headers();
+            let header = |name: &str| headers.get(name).ok().flatten();
             let verdict = header(GROUP_VERDICT);
             let db_status = header(GROUP_DB_STATUS).and_then(|s| s.parse::<u16>().ok());
             let carried = match header(GROUP_MEMBERS).and_then(|s| s.parse::<u32>().ok()) {
@@ -313,11 +383,11 @@ impl Committer {
                 None => Carried::Direct,
             };
             let woke = header(GROUP_WOKE).is_some_and(|w| w == "1");
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| TransportError::AnswerLost(format!("group commit answer: {e}")))?;
-            Ok(Some((verdict, db_status, body, carried, woke)))
+            let idle = header(GROUP_IDLE).is_some_and(|w| w == "1");
+            let body = body_bytes(&response).await.map_err(|e| {
+                TransportError::AnswerLost(format!("group commit answer: {}", describe(&e)))
+            })?;
+            Ok(Some((verdict, db_status, body, carried, woke, idle)))
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
@@ -330,12 +400,13 @@ impl Committer {
                     ))),
                     Carried::Direct,
                     false,
+                    false,
                 )
             }
         };
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
-        let (verdict, db_status, body, carried, woke) = match answer {
-            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct, false),
+        let (verdict, db_status, body, carried, woke, idle) = match answer {
+            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct, false, false),
             Ok(None) => return Grouped::Direct,
             Ok(Some(answer)) => answer,
         };
@@ -348,7 +419,7 @@ impl Committer {
                 text(&body).chars().take(200).collect::<String>()
             ))),
         };
-        Grouped::Outcome(outcome, carried, woke)
+        Grouped::Outcome(outcome, carried, woke, idle)
     }
 }
 
@@ -374,7 +445,7 @@ pub fn switched_on(switch: Option<String>) -> bool {
 /// The Worker's client of the wake objects.
 #[derive(Clone)]
 pub struct Waker {
-    namespace: ObjectNamespace,
+    namespace: DurableObjectNamespace,
 }
 
 impl Waker {
@@ -383,9 +454,7 @@ impl Waker {
         if !on {
             return None;
         }
-        env.durable_object(BINDING)
-            .ok()
-            .map(|namespace| Waker { namespace })
+        namespace(env).map(|namespace| Waker { namespace })
     }
 
     /// Parks on `queue`'s object, bounded by `millis` plus a slack.
@@ -409,16 +478,15 @@ impl Waker {
 
     /// One bounded call to `queue`'s object: its answer text on a 200.
     async fn call(&self, queue: &str, path: &str, timeout_ms: u64) -> Option<String> {
-        let stub = self.namespace.get_by_name(queue).ok()?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post);
-        let request = Request::new_with_init(&format!("{ORIGIN}{path}"), &init).ok()?;
+        let url = format!("{ORIGIN}{path}");
         let exchange = async {
-            let mut response = stub.fetch_with_request(request).await.ok()?;
-            if response.status_code() != 200 {
+            let response = post_to_object(&self.namespace, queue, &url, &[], false)
+                .await
+                .ok()?;
+            if response.status() != 200 {
                 return None;
             }
-            response.text().await.ok()
+            String::from_utf8(body_bytes(&response).await.ok()?).ok()
         };
         let timeout = worker::Delay::from(Duration::from_millis(timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
