@@ -369,6 +369,27 @@ fn lone_writes_skip_the_object(s: &Stacks) -> Result<(), String> {
         got["messages"].as_array().map(Vec::len) == Some(4),
         "every write landed once: {got}"
     );
+    // Writes reaching the object less than a second apart (two at once
+    // here; from two isolates on Cloudflare) keep the next ones grouped:
+    // the object does not call the queue idle until it has been quiet.
+    std::thread::sleep(Duration::from_millis(1_100));
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = (10..12).map(|i| scope.spawn(move || send(i))).collect();
+        writers.into_iter().for_each(|w| drop(w.join()));
+    });
+    let (before, _) = carried();
+    let started = Instant::now();
+    for i in 12..15 {
+        send(i);
+    }
+    let (later, _) = carried();
+    if started.elapsed() < Duration::from_millis(900) {
+        check!(
+            later == before,
+            "{} writes went directly right after two at once",
+            later - before
+        );
+    }
     Ok(())
 }
 

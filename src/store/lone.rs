@@ -8,14 +8,18 @@
 //! Whether others write the queue is the object's knowledge, not the
 //! isolate's: load spreads over many isolates. So an isolate goes direct
 //! only on the object's word: its last answer for the queue said the batch
-//! was the write alone, nothing was waiting or in flight behind it and no
-//! waiter was parked on the board ([`LoneWrites::answered`] with `idle`),
-//! at most [`IDLE_FOR_MS`] ago, and the isolate has no other write of the
-//! queue in flight. The word is never refreshed by a direct write: once it
-//! is older than that, the next write goes through the object again and
-//! learns anew. Correctness never depends on which way a write goes (both
-//! paths run the same program, docs/engine.md#group-commit); only how many
-//! writes meet in a batch does.
+//! was the write alone, no other write had reached the object within
+//! [`IDLE_FOR_MS`] before it, nothing was waiting or in flight behind it
+//! and no waiter was parked on the board ([`LoneWrites::answered`] with
+//! `idle`); that answer came at most [`IDLE_FOR_MS`] ago, and the isolate
+//! has no other write of the queue in flight. The word is never refreshed
+//! by a direct write: once it is older than that, the next write goes
+//! through the object again and learns anew. Every isolate writing the
+//! queue so sends the object a write at least once per [`IDLE_FOR_MS`]:
+//! two isolates writing it make the object see writes closer together than
+//! that, and both are told the queue is busy. Correctness never depends on
+//! which way a write goes (both paths run the same program,
+//! docs/engine.md#group-commit); only how many writes meet in a batch does.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -98,11 +102,13 @@ impl LoneWrites {
     }
 
     /// The object answered a write of `queue` at `now_ms`; `idle`: it went
-    /// alone and left nothing behind it (see the module doc).
+    /// alone and left nothing behind it (see the module doc). An idle word
+    /// for a write that had others of its queue in flight beside it is not
+    /// taken: their answers may come in any order, and it may be stale.
     pub fn answered(&self, queue: &str, idle: bool, now_ms: u64) {
         self.with(|queues| {
             if let Some(entry) = queues.get_mut(queue) {
-                entry.idle_at_ms = idle.then_some(now_ms);
+                entry.idle_at_ms = (idle && entry.in_flight == 1).then_some(now_ms);
             }
         });
     }
@@ -180,6 +186,16 @@ mod tests {
         assert!(writes.start("q", 4).lone, "both ended");
         let other = writes.start("r", 4);
         assert!(!other.lone, "each queue has its own word");
+    }
+
+    #[test]
+    fn an_idle_word_beside_another_write_in_flight_is_not_taken() {
+        let writes = LoneWrites::default();
+        let a = writes.start("q", 0);
+        let b = writes.start("q", 0);
+        writes.answered("q", true, 1);
+        drop((a, b));
+        assert!(!writes.start("q", 2).lone, "b's answer may say otherwise");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Every call is bounded; any failure makes the caller fall back to plain
 //! re-polling, since the database alone decides what is claimable.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::pin::pin;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use worker::{js_sys, web_sys};
 use super::{describe, DatabaseFetch};
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
+use crate::store::lone::IDLE_FOR_MS;
 use crate::store::{Carried, Group, HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
@@ -70,6 +71,10 @@ pub struct QueueWaker {
     /// Every configured database: the queue's writes name theirs.
     databases: std::result::Result<Vec<DatabaseFetch>, String>,
     fault: Fault,
+    /// When the last write reached the object (its clock): writes coming
+    /// closer together than `IDLE_FOR_MS` mean others write the queue, from
+    /// this isolate or another, even when none meet in a batch.
+    last_write_ms: Cell<Option<u64>>,
 }
 
 impl DurableObject for QueueWaker {
@@ -86,6 +91,7 @@ impl DurableObject for QueueWaker {
             databases: DatabaseFetch::all_from_env(&|name| super::binding(&env, name))
                 .map(|all| all.into_iter().map(DatabaseFetch::copying_body).collect()),
             fault,
+            last_write_ms: Cell::new(None),
         }
     }
 
@@ -159,6 +165,11 @@ impl QueueWaker {
         let Some(database) = databases.iter().find(|d| d.name == named) else {
             return verdict_response(GROUP_UNAVAILABLE, "unknown database", None);
         };
+        let arrived_ms = worker::Date::now().as_millis();
+        let written_recently = self
+            .last_write_ms
+            .replace(Some(arrived_ms))
+            .is_some_and(|at| arrived_ms.saturating_sub(at) < IDLE_FOR_MS);
         let wakes = req.headers().get(WAKES)?.is_some_and(|v| v == "1");
         // One `arrayBuffer()`: `text()` would decode the pipeline into a JS
         // string only for it to be encoded back into wasm memory.
@@ -167,6 +178,8 @@ impl QueueWaker {
             return verdict_response(GROUP_UNAVAILABLE, "a pipeline that is not UTF-8", None);
         };
         let submitted = self.coalescer.submit(database, body, wakes).await;
+        // Before this write's own commit wakes them.
+        let parked = self.board.borrow().has_waiters();
         let woke = match submitted.woke_at {
             Some(at) if self.fault != Fault::Drop => {
                 self.board.borrow_mut().notify(at);
@@ -175,11 +188,13 @@ impl QueueWaker {
             _ => false,
         };
         let (verdict, carried) = (submitted.verdict, submitted.carried);
-        // The write went alone and left nothing behind: the Worker may send
-        // the queue's next writes directly for a while (`store::lone`).
+        // The write went alone, no other came within `IDLE_FOR_MS` before
+        // it, nothing is behind it and nobody was waiting: the Worker may
+        // send the queue's next writes directly for a while (`store::lone`).
         let idle = matches!(carried, Carried::Batch { members: 1, .. })
+            && !written_recently
             && self.coalescer.idle()
-            && !self.board.borrow().has_waiters();
+            && !parked;
         let mut response = match verdict {
             Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
             Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
@@ -220,8 +235,9 @@ const GROUP_FIRST: &str = "x-mqlite-group-first";
 const GROUP_FOLDED: &str = "x-mqlite-group-folded";
 /// `1` when the object woke the queue's waiters on this write's commit.
 const GROUP_WOKE: &str = "x-mqlite-group-woke";
-/// `1` when the write went alone, with nothing waiting behind it and no
-/// waiter parked: the queue is idle (`store::lone`).
+/// `1` when the write went alone, no other reached the object within
+/// `IDLE_FOR_MS` before it, nothing waits behind it and no waiter was
+/// parked: the queue is idle (`store::lone`).
 const GROUP_IDLE: &str = "x-mqlite-group-idle";
 /// On a `/commit` call: `1` when the write's commit can make messages
 /// claimable (`store::Group::wakes`).
@@ -274,30 +290,36 @@ fn namespace(env: &Env) -> Option<DurableObjectNamespace> {
     Some(JsValue::from(namespace).unchecked_into())
 }
 
-/// One `POST` of `body` to `url` on `queue`'s object (`wakes`: with the
-/// header saying its commit can make messages claimable). Unbounded: the
-/// callers race it against their own bound.
-async fn post_to_object(
+/// Starts one `POST` of `body` to `url` on `queue`'s object (`wakes`:
+/// with the header saying its commit can make messages claimable); `None`
+/// when no call could be made (no stub, no headers): nothing was sent.
+fn post_to_object(
     namespace: &DurableObjectNamespace,
     queue: &str,
     url: &str,
     body: &[u8],
     wakes: bool,
-) -> std::result::Result<web_sys::Response, JsValue> {
-    let stub: ObjectStub = namespace.get_by_name(queue)?.unchecked_into();
+) -> Option<std::result::Result<js_sys::Promise, JsValue>> {
+    let stub: ObjectStub = namespace.get_by_name(queue).ok()?.unchecked_into();
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
     if !body.is_empty() {
         init.set_body(&js_sys::Uint8Array::from(body));
     }
     if wakes {
-        let headers = web_sys::Headers::new()?;
-        headers.set(WAKES, "1")?;
+        let headers = web_sys::Headers::new().ok()?;
+        headers.set(WAKES, "1").ok()?;
         init.set_headers(&headers);
     }
-    JsFuture::from(stub.fetch_with_init(url, &init)?)
-        .await?
-        .dyn_into()
+    Some(stub.fetch_with_init(url, &init))
+}
+
+/// The object's answer to a call [`post_to_object`] started. Unbounded:
+/// the callers race it against their own bound.
+async fn object_answer(
+    call: std::result::Result<js_sys::Promise, JsValue>,
+) -> std::result::Result<web_sys::Response, JsValue> {
+    JsFuture::from(call?).await?.dyn_into()
 }
 
 /// A response's body with one `arrayBuffer()`.
@@ -350,15 +372,17 @@ impl Committer {
         if body.len() > MEMBER_MAX_BYTES {
             return Grouped::Direct;
         }
+        let Some(call) = post_to_object(
+            &self.namespace,
+            group.queue,
+            &self.path,
+            body.as_bytes(),
+            group.wakes,
+        ) else {
+            return Grouped::Direct;
+        };
         let exchange = async {
-            let sent = post_to_object(
-                &self.namespace,
-                group.queue,
-                &self.path,
-                body.as_bytes(),
-                group.wakes,
-            );
-            let response = match sent.await {
+            let response = match object_answer(call).await {
                 Ok(response) => response,
                 // The platform refused the call before the object saw it (a
                 // plan limit, an overloaded object): nothing ran.
@@ -478,11 +502,15 @@ impl Waker {
 
     /// One bounded call to `queue`'s object: its answer text on a 200.
     async fn call(&self, queue: &str, path: &str, timeout_ms: u64) -> Option<String> {
-        let url = format!("{ORIGIN}{path}");
+        let call = post_to_object(
+            &self.namespace,
+            queue,
+            &format!("{ORIGIN}{path}"),
+            &[],
+            false,
+        )?;
         let exchange = async {
-            let response = post_to_object(&self.namespace, queue, &url, &[], false)
-                .await
-                .ok()?;
+            let response = object_answer(call).await.ok()?;
             if response.status() != 200 {
                 return None;
             }
