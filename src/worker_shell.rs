@@ -485,11 +485,9 @@ impl DatabaseFetch {
             .and_then(|r| r.dyn_into())
             .map_err(|e| self.failure(&e))?;
         let status = response.status();
-        let lost = |e: JsValue| TransportError::AnswerLost(self.cut_short(&e));
-        let buffer = JsFuture::from(response.array_buffer().map_err(lost)?)
+        let body = body_bytes(&response)
             .await
-            .map_err(lost)?;
-        let body = js_sys::Uint8Array::new(&buffer).to_vec();
+            .map_err(|e| TransportError::AnswerLost(self.cut_short(&e)))?;
         Ok(HttpReply { status, body })
     }
 
@@ -520,6 +518,13 @@ fn is_timeout(error: &JsValue) -> bool {
         .ok()
         .and_then(|name| name.as_string())
         .is_some_and(|name| name == "TimeoutError")
+}
+
+/// A response's body with one `arrayBuffer()` (not `worker`'s stream
+/// reader: see `DatabaseFetch::post`).
+async fn body_bytes(response: &web_sys::Response) -> Result<Vec<u8>, JsValue> {
+    let buffer = JsFuture::from(response.array_buffer()?).await?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
 }
 
 /// A JS error as `String(error)` ("TypeError: …", what `fetch` rejects
@@ -560,7 +565,13 @@ impl Transport for WorkerTransport {
                 return (self.database.post(body).await, Carried::Lone);
             }
             let grouped = committer.commit(group, body).await;
-            if let Grouped::Outcome(outcome, carried, woke, idle) = grouped {
+            if let Grouped::Outcome {
+                outcome,
+                carried,
+                woke,
+                idle,
+            } = grouped
+            {
                 lone_writes().answered(group.queue, idle, Date::now().as_millis());
                 if woke {
                     self.woken.borrow_mut().push(group.queue.to_owned());

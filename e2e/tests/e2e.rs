@@ -359,6 +359,8 @@ fn lone_writes_skip_the_object(s: &Stacks) -> Result<(), String> {
             (after, batched_after) == (lone + 3, batched + 1),
             "the next three go directly: {after_first}/{batched_first} -> {after}/{batched_after}"
         );
+    } else {
+        println!("    skipped: three writes took {:?}", started.elapsed());
     }
     check!(after > lone, "no write went directly: {after}");
     let got = stack.ok(
@@ -389,6 +391,8 @@ fn lone_writes_skip_the_object(s: &Stacks) -> Result<(), String> {
             "{} writes went directly right after two at once",
             later - before
         );
+    } else {
+        println!("    skipped: three writes took {:?}", started.elapsed());
     }
     Ok(())
 }

@@ -19,7 +19,9 @@
 //! two isolates writing it make the object see writes closer together than
 //! that, and both are told the queue is busy. Correctness never depends on
 //! which way a write goes (both paths run the same program,
-//! docs/engine.md#group-commit); only how many writes meet in a batch does.
+//! docs/engine.md#group-commit); only how many writes meet in a batch does,
+//! which is why the wall clocks of the isolate and of the object may time
+//! it: no lease, schedule or TTL decision reads them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -17,7 +17,7 @@ use worker::worker_sys::DurableObjectNamespace;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 use worker::{js_sys, web_sys};
 
-use super::{describe, DatabaseFetch};
+use super::{body_bytes, describe, DatabaseFetch};
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
 use crate::store::lone::IDLE_FOR_MS;
@@ -322,12 +322,6 @@ async fn object_answer(
     JsFuture::from(call?).await?.dyn_into()
 }
 
-/// A response's body with one `arrayBuffer()`.
-async fn body_bytes(response: &web_sys::Response) -> std::result::Result<Vec<u8>, JsValue> {
-    let buffer = JsFuture::from(response.array_buffer()?).await?;
-    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
-}
-
 /// The Worker's side of the group commit: a write program goes to its
 /// queue's object, which answers what the database answered it.
 #[derive(Clone)]
@@ -341,15 +335,15 @@ pub struct Committer {
 
 /// What the Worker does with a grouped write.
 pub enum Grouped {
-    /// The object ran it (or may have): this is the outcome, how it was
-    /// carried, whether the object woke the queue's waiters on it, and
-    /// whether it said the queue was idle.
-    Outcome(
-        std::result::Result<HttpReply, TransportError>,
-        Carried,
-        bool,
-        bool,
-    ),
+    /// The object ran it (or may have).
+    Outcome {
+        outcome: std::result::Result<HttpReply, TransportError>,
+        carried: Carried,
+        /// The object woke the queue's waiters on its commit.
+        woke: bool,
+        /// The object said the queue was idle (`store::lone`).
+        idle: bool,
+    },
     /// The object did not take it: send it to the database directly.
     Direct,
 }
@@ -417,20 +411,15 @@ impl Committer {
         let answer = match select(pin!(exchange), pin!(timeout)).await {
             Either::Left((answer, _)) => answer,
             Either::Right(_) => {
-                return Grouped::Outcome(
-                    Err(TransportError::AnswerLost(format!(
-                        "no group commit answer within {} ms",
-                        self.timeout_ms
-                    ))),
-                    Carried::Direct,
-                    false,
-                    false,
-                )
+                return Grouped::failed(TransportError::AnswerLost(format!(
+                    "no group commit answer within {} ms",
+                    self.timeout_ms
+                )))
             }
         };
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
         let (verdict, db_status, body, carried, woke, idle) = match answer {
-            Err(e) => return Grouped::Outcome(Err(e), Carried::Direct, false, false),
+            Err(e) => return Grouped::failed(e),
             Ok(None) => return Grouped::Direct,
             Ok(Some(answer)) => answer,
         };
@@ -443,7 +432,24 @@ impl Committer {
                 text(&body).chars().take(200).collect::<String>()
             ))),
         };
-        Grouped::Outcome(outcome, carried, woke, idle)
+        Grouped::Outcome {
+            outcome,
+            carried,
+            woke,
+            idle,
+        }
+    }
+}
+
+impl Grouped {
+    /// The call to the object failed after it may have run the write.
+    fn failed(error: TransportError) -> Self {
+        Grouped::Outcome {
+            outcome: Err(error),
+            carried: Carried::Direct,
+            woke: false,
+            idle: false,
+        }
     }
 }
 
