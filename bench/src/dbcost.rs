@@ -42,6 +42,22 @@ struct Cost {
     work_ms: f64,
 }
 
+impl std::ops::Add for Cost {
+    type Output = Cost;
+
+    /// Two RPCs' costs together (a message's or a batch's whole life).
+    fn add(self, other: Cost) -> Cost {
+        Cost {
+            requests: self.requests + other.requests,
+            statements: self.statements + other.statements,
+            rows_read: self.rows_read + other.rows_read,
+            rows_written: self.rows_written + other.rows_written,
+            total_ms: self.total_ms + other.total_ms,
+            work_ms: self.work_ms + other.work_ms,
+        }
+    }
+}
+
 /// A transport that adds up sqld's per-statement figures.
 struct Metered {
     inner: HttpTransport,
@@ -302,6 +318,49 @@ fn with_attempt(bench: &Bench, iterations: usize, mode: ReceiveMode) -> Cost {
     median(costs)
 }
 
+/// The whole life of a batch of 64 on the empty `batch` queue: Send 64,
+/// Receive 64, CompleteBatch of the 64. Medians of the Receive, of the
+/// CompleteBatch, and of the three together.
+fn batch_lives(bench: &Bench, iterations: usize) -> (Cost, Cost, Cost) {
+    use mqlite_edge::engine::SettleItem;
+    bench
+        .measure(
+            bench
+                .engine
+                .create_queue("batch", &QueueConfigInput::default()),
+        )
+        .0
+        .expect("create batch");
+    let (mut receives, mut completes, mut lives) = (vec![], vec![], vec![]);
+    for _ in 0..iterations {
+        let (sent, s) = bench.measure(bench.engine.send(&send("batch", 64)));
+        sent.expect("send 64");
+        let request = ReceiveRequest {
+            max_messages: 64,
+            ..receive("batch")
+        };
+        let (got, r) = bench.measure(bench.engine.receive(&request, &NoWait));
+        let (messages, _) = got.expect("receive 64");
+        assert_eq!(messages.len(), 64, "the batch claimed whole");
+        let items: Vec<SettleItem> = messages
+            .into_iter()
+            .map(|m| SettleItem {
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.unwrap_or_default(),
+            })
+            .collect();
+        let (done, c) = bench.measure(bench.engine.complete_batch("batch", &items));
+        assert!(
+            done.expect("complete 64").iter().all(|r| r.ok),
+            "the batch completed whole"
+        );
+        lives.push(s + r + c);
+        receives.push(r);
+        completes.push(c);
+    }
+    (median(receives), median(completes), median(lives))
+}
+
 fn main() {
     let mut iterations = 50usize;
     let mut backlog = 1_000_000usize;
@@ -397,14 +456,7 @@ fn main() {
         }));
         done.expect("complete");
         let (_, e) = bench.measure(bench.engine.receive(&receive("cost"), &NoWait));
-        lives.push(Cost {
-            requests: s.requests + r.requests + c.requests,
-            statements: s.statements + r.statements + c.statements,
-            rows_read: s.rows_read + r.rows_read + c.rows_read,
-            rows_written: s.rows_written + r.rows_written + c.rows_written,
-            total_ms: s.total_ms + r.total_ms + c.total_ms,
-            work_ms: s.work_ms + r.work_ms + c.work_ms,
-        });
+        lives.push(s + r + c);
         sends1.push(s);
         receives.push(r);
         completes.push(c);
@@ -420,6 +472,10 @@ fn main() {
         sends64.push(bench.measure(bench.engine.send(&send("cost", 64))).1);
     }
     row("Send, 64 messages", median(sends64));
+    let (receives64, completes64, batch_lives) = batch_lives(&bench, iterations);
+    row("Receive 64", receives64);
+    row("CompleteBatch 64", completes64);
+    row("a batch's life (S64+R64+CB64)", batch_lives);
     row(
         "Receive 1 with an expired lease due",
         expired_lease(&bench, iterations),

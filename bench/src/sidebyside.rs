@@ -36,7 +36,10 @@
 //!    each client on a queue of its own, at the client counts from 16 up,
 //!    with every process's CPU share and the databases' sqld CPU per RPC.
 //!
-//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases]`
+//! `--workloads cycles,batch,life` runs only those throughput rows;
+//! `--throughput-only` runs step 2 alone (a quick comparison of one change).
+//!
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,6 +67,10 @@ struct Settings {
     databases: Vec<usize>,
     /// `--only-databases`: the scaling run alone.
     only_databases: bool,
+    /// `--throughput-only`: step 2 alone.
+    throughput_only: bool,
+    /// The throughput rows to run.
+    workloads: Vec<Workload>,
 }
 
 fn main() {
@@ -74,12 +81,18 @@ fn main() {
         delay_ms: 20,
         databases: vec![1, 2, 3],
         only_databases: false,
+        throughput_only: false,
+        workloads: vec![Workload::Cycle, Workload::Batch64, Workload::Life64],
     };
-    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases]";
+    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--only-databases" {
             settings.only_databases = true;
+            continue;
+        }
+        if flag == "--throughput-only" {
+            settings.throughput_only = true;
             continue;
         }
         let value = args.next().unwrap_or_default();
@@ -93,6 +106,12 @@ fn main() {
                 if settings.clients.is_empty() {
                     fail(usage);
                 }
+            }
+            ("--workloads", _) => {
+                let named: Option<Vec<Workload>> = value.split(',').map(Workload::named).collect();
+                settings.workloads = named
+                    .filter(|w| !w.is_empty())
+                    .unwrap_or_else(|| fail(usage));
             }
             ("--databases", _) => {
                 settings.databases = numbers(&value);
@@ -167,16 +186,18 @@ fn run(settings: &Settings) -> Result<(), String> {
         },
     ];
 
-    // First, while both Workers are fresh.
-    memory::print_header();
-    memory::print_peak_per_send("wrangler dev", &stack.base, &stack.token, &|| {
-        stack.workerd_pids()
-    })?;
-    memory::print_peak_per_send("plain workerd", &plain.base, &stack.token, &|| {
-        vec![plain.pid()]
-    })?;
-    for runtime in &runtimes {
-        cpu_per_rpc(runtime, &stack.token, settings.requests)?;
+    if !settings.throughput_only {
+        // First, while both Workers are fresh.
+        memory::print_header();
+        memory::print_peak_per_send("wrangler dev", &stack.base, &stack.token, &|| {
+            stack.workerd_pids()
+        })?;
+        memory::print_peak_per_send("plain workerd", &plain.base, &stack.token, &|| {
+            vec![plain.pid()]
+        })?;
+        for runtime in &runtimes {
+            cpu_per_rpc(runtime, &stack.token, settings.requests)?;
+        }
     }
 
     let mut targets = vec![];
@@ -220,6 +241,9 @@ fn run(settings: &Settings) -> Result<(), String> {
         throughput(&targets, settings, clients);
     }
     drop((direct, second));
+    if settings.throughput_only {
+        return Ok(());
+    }
     delayed(&workerd_bin, &tools.root, &sqld, &stack.token, settings)?;
     scaling(&workerd_bin, &tools.root, &stack.token, settings)
 }
@@ -633,7 +657,7 @@ impl Target {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Workload {
     /// Send 1, Receive 1, Complete it: counts completed cycles.
     Cycle,
@@ -645,6 +669,25 @@ enum Workload {
 }
 
 impl Workload {
+    /// The workload `--workloads` names `name`.
+    fn named(name: &str) -> Option<Workload> {
+        match name.trim() {
+            "cycles" => Some(Workload::Cycle),
+            "batch" => Some(Workload::Batch64),
+            "life" => Some(Workload::Life64),
+            _ => None,
+        }
+    }
+
+    /// The row's label in the throughput table.
+    fn label(self) -> &'static str {
+        match self {
+            Workload::Cycle => "send→receive→complete cycles/s",
+            Workload::Batch64 => "batch-64 send messages/s",
+            Workload::Life64 => "send 64→receive 64→CompleteBatch msgs/s",
+        }
+    }
+
     /// RPCs one unit of work makes (for per-RPC costs).
     fn rpcs(self) -> u64 {
         match self {
@@ -802,11 +845,8 @@ fn throughput(targets: &[Target], settings: &Settings, clients: usize) {
         print!(" {:>20}", target.name);
     }
     println!();
-    for (label, workload) in [
-        ("send→receive→complete cycles/s", Workload::Cycle),
-        ("batch-64 send messages/s", Workload::Batch64),
-        ("send 64→receive 64→CompleteBatch msgs/s", Workload::Life64),
-    ] {
+    for &workload in &settings.workloads {
+        let label = workload.label();
         let mut cells = vec![];
         let mut notes = vec![];
         for target in targets {
