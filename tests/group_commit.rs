@@ -466,10 +466,21 @@ impl Mix {
                 },
                 json!({"vt": 3, "qty": 1 + self.rng.below(2)}),
             )),
-            95..=96 => Op::Plain(pgmq(
+            // Deletes by id fold (one of a missing queue now and then: its
+            // run does not, and each answers 404 alone).
+            95..=96 if self.rng.one_in(2) => Op::Plain(pgmq(
                 "DELETE",
-                &format!("/v1/queues/pg/messages/{}", 1 + self.rng.below(12)),
+                &format!(
+                    "/v1/queues/{}/messages/{}",
+                    if self.rng.one_in(6) { "nope" } else { "pg" },
+                    1 + self.rng.below(12)
+                ),
                 Value::Null,
+            )),
+            95..=96 => Op::Plain(pgmq(
+                "POST",
+                "/v1/queues/pg/messages/delete",
+                json!({"msg_ids": [1 + self.rng.below(12), 1 + self.rng.below(12)]}),
             )),
             97 => Op::Plain(pgmq(
                 "POST",
@@ -585,7 +596,8 @@ mod support_rng {
 /// writes that reached it, in issue order (`send_round`): the first leads
 /// a batch of its own, the rest form one batch, in which the writes of a
 /// kind that folds (docs/engine.md#folding: Sends; Completes and
-/// CompleteBatches; plain peek-lock Receives) run together where the first of their kind stands,
+/// CompleteBatches; plain peek-lock Receives; pgmq's deletes by id) run
+/// together where the first of their kind stands,
 /// everything else in issue order. The writes answered before reaching it
 /// (refused requests) touch no row: they go first.
 fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
@@ -599,6 +611,8 @@ fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
             Some(1)
         } else if path.ends_with(".QueueService/Receive") && plain_receive(&writes[i].body) {
             Some(2)
+        } else if pgmq_delete(&writes[i]) {
+            Some(3)
         } else {
             None
         }
@@ -620,6 +634,15 @@ fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
         }
     }
     order
+}
+
+/// A pgmq delete by id, one or a batch (not an archive): the kind that
+/// folds.
+fn pgmq_delete(call: &Call) -> bool {
+    let path = call.path.as_str();
+    path.starts_with("/v1/queues/")
+        && ((call.method == "DELETE" && path.contains("/messages/"))
+            || (call.method == "POST" && path.ends_with("/messages/delete")))
 }
 
 /// A peek-lock Receive without a receive attempt id that does not wait:
@@ -1156,6 +1179,67 @@ async fn completes_that_meet_fold_and_answer_as_one_after_another() {
     // took effect.
     let (_, stats) = stats(&together, "std").await;
     assert_eq!(stats["total"], 2, "{stats}");
+}
+
+/// pgmq's deletes by id that meet in a batch fold too
+/// (docs/engine.md#folding), and each answers as it would have one after
+/// another: an id deleted twice (the second finds it gone: 404), a batch
+/// naming an id an earlier member deleted and one of its own, an id that
+/// was never sent; the rows end alike.
+#[tokio::test]
+async fn pgmq_deletes_that_meet_fold_and_answer_as_one_after_another() {
+    let alone = direct();
+    let together = one_group();
+    let sends = std::iter::once(setup_calls()[3].clone()).chain((0..6).map(|n| {
+        pgmq(
+            "POST",
+            "/v1/queues/pg/messages",
+            json!({"message": {"n": n}}),
+        )
+    }));
+    for call in sends {
+        assert_eq!(alone.call(&call).await.0, 201, "{call:?}");
+        assert_eq!(together.call(&call).await.0, 201, "{call:?}");
+    }
+    let delete = |id: u32| {
+        pgmq(
+            "DELETE",
+            &format!("/v1/queues/pg/messages/{id}"),
+            Value::Null,
+        )
+    };
+    let batch = |ids: &[u32]| {
+        pgmq(
+            "POST",
+            "/v1/queues/pg/messages/delete",
+            json!({"msg_ids": ids}),
+        )
+    };
+    let round = vec![
+        delete(1),
+        delete(2),
+        delete(2),
+        batch(&[3, 2, 4]),
+        delete(4),
+        delete(99),
+        batch(&[5, 5]),
+    ];
+    let mut expected = Vec::new();
+    for call in &round {
+        expected.push(alone.call(call).await);
+    }
+    let (answers, entered) = together.send_round(&round).await;
+    assert_eq!(
+        entered.len(),
+        round.len(),
+        "every delete reached the coalescer: {entered:?}"
+    );
+    assert_eq!(answers, expected);
+    assert_eq!(expected[2].0, 404, "{expected:?}");
+    assert_eq!(alone.rows().await, together.rows().await);
+    // The first led alone; the six behind it were one run.
+    let observed = group_commit(&together).await;
+    assert_eq!(observed["folded_writes"], 6, "{observed}");
 }
 
 /// Plain peek-lock Receives that meet fold too (docs/engine.md#folding):

@@ -92,7 +92,7 @@ fn labels(statements: &[String]) -> Vec<&'static str> {
             _ if sql.contains("'nothing due'") => "gate",
             _ if sql.starts_with("WITH expired(id) AS MATERIALIZED") => "housekeeping",
             _ if sql.contains("INSERT OR REPLACE INTO receive_attempts") => "record",
-            _ if sql.starts_with("DELETE FROM messages\nWHERE changes() = 1") => "delete recorded",
+            _ if sql.starts_with("DELETE FROM messages WHERE changes() = 1") => "delete recorded",
             _ if sql.starts_with("UPDATE queues SET waiters_until") => "mark",
             _ => "claim",
         })

@@ -57,6 +57,7 @@ pub static FOLDS: crate::store::group::Folds = &[
     &send_fold::SendFold,
     &settle_fold::CompleteFold,
     &receive_fold::ReceiveFold,
+    &pgmq::delete_fold::PgmqDeleteFold,
 ];
 
 use std::sync::Arc;

@@ -20,7 +20,9 @@ use serde_json::value::RawValue;
 
 use super::maintenance::{ONE_QUEUE, ONE_QUEUE_DUE};
 use super::receive::{CLAIM, CLAIM_HEAD, CLAIM_ONE, STRICT_BLOCKED};
-use crate::store::fold::{int_cell, statement_json, text_cell, Fold, Rows, SentStatement};
+use crate::store::fold::{
+    int_cell, read_each, statement_json, text_cell, Fold, Rows, SentStatement,
+};
 use crate::store::hrana::Value;
 use crate::store::Statement;
 
@@ -192,10 +194,7 @@ impl Fold for ReceiveFold {
     }
 
     fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
-        let receives: Vec<MemberReceive> = members
-            .iter()
-            .map(|m| MemberReceive::read(m))
-            .collect::<Option<_>>()?;
+        let receives = read_each(members, MemberReceive::read)?;
         let first = receives.first()?;
         // One queue's claims deal out one queue's messages.
         let alike = receives
@@ -235,10 +234,7 @@ impl Fold for ReceiveFold {
         members: &[Vec<&RawValue>],
         results: &[&RawValue],
     ) -> Option<Vec<Vec<String>>> {
-        let receives: Vec<MemberReceive> = members
-            .iter()
-            .map(|m| MemberReceive::read(m))
-            .collect::<Option<_>>()?;
+        let receives = read_each(members, MemberReceive::read)?;
         let [head, housekeeping, claimed] = results else {
             return None;
         };

@@ -13,7 +13,9 @@
 use serde_json::value::RawValue;
 
 use super::send::{COUNT_SENT, INSERT_MESSAGES, READ_OUTCOME};
-use crate::store::fold::{int_cell, statement_json, text_cell, value, Fold, Rows, SentStatement};
+use crate::store::fold::{
+    int_cell, read_each, statement_json, text_cell, value, Fold, Rows, SentStatement,
+};
 use crate::store::hrana::Value;
 use crate::store::Statement;
 
@@ -242,10 +244,7 @@ impl Fold for SendFold {
     }
 
     fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
-        let sends: Vec<MemberSend> = members
-            .iter()
-            .map(|m| MemberSend::read(m))
-            .collect::<Option<_>>()?;
+        let sends = read_each(members, MemberSend::read)?;
         let first = sends.first()?;
         // One schema check and one clock for the run.
         let alike = sends

@@ -12,7 +12,9 @@
 use serde_json::value::RawValue;
 
 use super::settle::{COMPLETE, LIVE_RECEIPTS, RECEIPT_LIFETIME_MS, RECORD_RECEIPTS};
-use crate::store::fold::{int_cell, statement_json, text_cell, Fold, Rows, SentStatement};
+use crate::store::fold::{
+    int_cell, read_each, statement_json, text_cell, Fold, Rows, SentStatement,
+};
 use crate::store::hrana::Value;
 use crate::store::Statement;
 
@@ -125,10 +127,7 @@ impl Fold for CompleteFold {
     }
 
     fn fold(&self, members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
-        let completes: Vec<MemberComplete> = members
-            .iter()
-            .map(|m| MemberComplete::read(m))
-            .collect::<Option<_>>()?;
+        let completes = read_each(members, MemberComplete::read)?;
         let first = completes.first()?;
         if completes.iter().any(|c| c.clock.get() != first.clock.get()) {
             return None;
@@ -157,10 +156,7 @@ impl Fold for CompleteFold {
         members: &[Vec<&RawValue>],
         results: &[&RawValue],
     ) -> Option<Vec<Vec<String>>> {
-        let completes: Vec<MemberComplete> = members
-            .iter()
-            .map(|m| MemberComplete::read(m))
-            .collect::<Option<_>>()?;
+        let completes = read_each(members, MemberComplete::read)?;
         let [live, recorded, deleted] = results else {
             return None;
         };

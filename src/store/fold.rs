@@ -54,6 +54,15 @@ impl<'a> SentStatement<'a> {
     }
 }
 
+/// Every member of a run as `read` makes it out (each fold's own reader of
+/// a member's statements), or `None` when one does not read.
+pub fn read_each<'a, M>(
+    members: &[Vec<&'a RawValue>],
+    read: impl Fn(&[&'a RawValue]) -> Option<M>,
+) -> Option<Vec<M>> {
+    members.iter().map(|m| read(m)).collect()
+}
+
 /// A bound value or a result cell, decoded.
 pub fn value(raw: &RawValue) -> Option<Value> {
     serde_json::from_str(raw.get()).ok()

@@ -10,6 +10,10 @@
 //! `coalesce(?N, <database clock>)`, numbered right after the statement's own
 //! parameters. Production binds NULL there, so the database clock decides;
 //! tests bind a manual clock's value through the very same text.
+//!
+//! Line breaks, written for reading, become spaces: a text without a
+//! character JSON escapes travels through Hrana (and the group-commit
+//! object) as a plain copy, and is read in place where it is read at all.
 
 /// One constant statement and where its clock parameter sits.
 #[derive(Debug, PartialEq, Eq)]
@@ -70,8 +74,12 @@ macro_rules! statement {
             $crate::store::statement::DATABASE_NOW,
             ")"
         );
+        const TIMED: &str =
+            $crate::store::statement::const_format::str_replace!(TEMPLATE, "{now}", NOW);
         $crate::store::Statement {
-            sql: $crate::store::statement::const_format::str_replace!(TEMPLATE, "{now}", NOW),
+            // One line: JSON carries it without an escape, so the object
+            // and sqld read it in place instead of unescaping a copy.
+            sql: $crate::store::statement::const_format::str_replace!(TIMED, "\n", " "),
             clock_param: CLOCK,
         }
     }};
@@ -119,6 +127,15 @@ mod tests {
             TIMED.sql,
             format!("SELECT ?2 FROM t WHERE a = ?1 AND b <= {now} AND c > {now}")
         );
+    }
+
+    #[test]
+    fn a_statement_is_one_line() {
+        const MULTI: Statement = crate::statement!("SELECT 1\nFROM queues\n  WHERE {now} > 0");
+        assert!(!MULTI.sql.contains('\n'), "{}", MULTI.sql);
+        assert!(MULTI
+            .sql
+            .starts_with("SELECT 1 FROM queues   WHERE coalesce(?1, "));
     }
 
     #[test]

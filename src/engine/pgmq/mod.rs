@@ -6,6 +6,7 @@
 
 pub(super) mod by_id;
 mod contains;
+pub(super) mod delete_fold;
 pub(super) mod queues;
 pub(super) mod read;
 pub(super) mod send;
