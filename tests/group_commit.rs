@@ -378,9 +378,22 @@ struct Mix {
     rng: support_rng::Rng,
     next_body: u64,
     held: usize,
+    /// The ids pgmq's sends to `pg` were given, oldest first.
+    pg_ids: Vec<u64>,
 }
 
 impl Mix {
+    /// An id for a pgmq delete: mostly one of the last few sent to `pg`
+    /// (so deletes find messages, and meet on them), now and then any.
+    fn pg_id(&mut self) -> u64 {
+        let recent = &self.pg_ids[self.pg_ids.len().saturating_sub(8)..];
+        if recent.is_empty() || self.rng.one_in(4) {
+            1 + self.rng.below(12) as u64
+        } else {
+            *self.rng.pick(recent)
+        }
+    }
+
     fn op(&mut self) -> Op {
         let queue = *self.rng.pick(&QUEUES);
         let roll = self.rng.below(100);
@@ -457,7 +470,7 @@ impl Mix {
                 },
                 json!({"message": {"n": self.next_body}, "headers": {"h": 1}}),
             )),
-            90..=94 => Op::Plain(pgmq(
+            90..=92 => Op::Plain(pgmq(
                 "POST",
                 if self.rng.one_in(3) {
                     "/v1/queues/pg/pop"
@@ -468,19 +481,19 @@ impl Mix {
             )),
             // Deletes by id fold (one of a missing queue now and then: its
             // run does not, and each answers 404 alone).
-            95..=96 if self.rng.one_in(2) => Op::Plain(pgmq(
-                "DELETE",
-                &format!(
-                    "/v1/queues/{}/messages/{}",
-                    if self.rng.one_in(6) { "nope" } else { "pg" },
-                    1 + self.rng.below(12)
-                ),
-                Value::Null,
-            )),
-            95..=96 => Op::Plain(pgmq(
+            93..=96 if self.rng.one_in(2) => {
+                let queue = if self.rng.one_in(6) { "nope" } else { "pg" };
+                let id = self.pg_id();
+                Op::Plain(pgmq(
+                    "DELETE",
+                    &format!("/v1/queues/{queue}/messages/{id}"),
+                    Value::Null,
+                ))
+            }
+            93..=96 => Op::Plain(pgmq(
                 "POST",
                 "/v1/queues/pg/messages/delete",
-                json!({"msg_ids": [1 + self.rng.below(12), 1 + self.rng.below(12)]}),
+                json!({"msg_ids": [self.pg_id(), self.pg_id()]}),
             )),
             97 => Op::Plain(pgmq(
                 "POST",
@@ -667,6 +680,7 @@ async fn differential(seed: u64, rounds: usize) {
         rng: support_rng::Rng::new(seed),
         next_body: 0,
         held: 0,
+        pg_ids: Vec::new(),
     };
     let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
     let mut batched = 0;
@@ -697,6 +711,10 @@ async fn differential(seed: u64, rounds: usize) {
                 calls_a[i]
             );
             remember(&calls_a[i], &a.1, &mut held_a);
+            if calls_a[i].path == "/v1/queues/pg/messages" {
+                let sent = a.1["msg_ids"].as_array().into_iter().flatten();
+                mix.pg_ids.extend(sent.filter_map(Value::as_u64));
+            }
             remember(&calls_b[i], &b.1, &mut held_b);
         }
         mix.held = held_a.len();

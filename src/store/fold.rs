@@ -40,9 +40,11 @@ pub trait Fold: Sync {
     fn blame(&self, run_step: usize) -> usize;
 }
 
-/// A statement as a member sent it.
+/// A statement as a member sent it. Its text is borrowed from the member's
+/// pipeline: `statement!` texts hold nothing JSON escapes.
 #[derive(Debug, Deserialize)]
 pub struct SentStatement<'a> {
+    #[serde(borrow)]
     pub sql: Cow<'a, str>,
     #[serde(borrow, default)]
     pub args: Vec<&'a RawValue>,

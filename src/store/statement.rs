@@ -12,8 +12,9 @@
 //! tests bind a manual clock's value through the very same text.
 //!
 //! Line breaks, written for reading, become spaces: a text without a
-//! character JSON escapes travels through Hrana (and the group-commit
-//! object) as a plain copy, and is read in place where it is read at all.
+//! character JSON escapes is written into Hrana's JSON as a plain copy, and
+//! the group-commit object reads a member's texts in place
+//! (`store::fold::SentStatement`) instead of unescaping a copy of each.
 
 /// One constant statement and where its clock parameter sits.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,8 +78,7 @@ macro_rules! statement {
         const TIMED: &str =
             $crate::store::statement::const_format::str_replace!(TEMPLATE, "{now}", NOW);
         $crate::store::Statement {
-            // One line: JSON carries it without an escape, so the object
-            // and sqld read it in place instead of unescaping a copy.
+            // One line: nothing for JSON to escape (see the module docs).
             sql: $crate::store::statement::const_format::str_replace!(TIMED, "\n", " "),
             clock_param: CLOCK,
         }
