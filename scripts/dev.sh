@@ -150,11 +150,15 @@ tokens="${MQLITE_TOKENS:-mqk_$(python3 -c 'import secrets; print(secrets.token_h
 runtime="wrangler dev"
 if [ "$serve" = workerd ]; then
   runtime="plain workerd, ${SERVE_PROCESSES:-1} process(es) from port $PORT"
-  # Secrets in the environment of the launcher only (never a command line);
-  # it writes them into a workerd config only its owner can read.
-  env "$db_var=$db_value" MQLITE_TOKENS="$tokens" MQLITE_DB_AUTH_TOKEN="$db_token" \
-    MQLITE_SERVE_WORKERD="$workerd_bin" MQLITE_E2E_ROOT="$REPO_ROOT" \
-    setsid target/release/mqlite-serve --port "$PORT" --processes "${SERVE_PROCESSES:-1}" &
+  # Secrets in the environment of the launcher only, never on a command line
+  # (not even `env`'s, which `ps` shows until it execs): exported by the
+  # shell's builtin in a subshell that then becomes the launcher. It writes
+  # them into a workerd config only its owner can read.
+  (
+    export "$db_var=$db_value" MQLITE_TOKENS="$tokens" MQLITE_DB_AUTH_TOKEN="$db_token" \
+      MQLITE_SERVE_WORKERD="$workerd_bin" MQLITE_E2E_ROOT="$REPO_ROOT"
+    exec setsid target/release/mqlite-serve --port "$PORT" --processes "${SERVE_PROCESSES:-1}"
+  ) &
   pids+=($!)
   wait_for_http "http://127.0.0.1:$PORT/healthz" 60 || die "workerd did not start on port $PORT"
 else
