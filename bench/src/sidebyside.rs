@@ -709,6 +709,87 @@ struct Cell {
     busy: Vec<(&'static str, f64)>,
     /// sqld CPU seconds spent in the cell.
     sqld_cpu: Option<f64>,
+    /// The batches that formed in the cell (mqlite targets).
+    batches: Option<Batches>,
+}
+
+/// A batch-size histogram from `Observe`'s `storage.group_commit.batch_members`
+/// (docs/engine.md#group-commit), summed over a target's processes.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Batches {
+    bounds: Vec<u64>,
+    /// `cumulative[i]`: batches of at most `bounds[i]` members.
+    cumulative: Vec<u64>,
+    count: u64,
+    members: u64,
+}
+
+impl Batches {
+    /// The batches counted by each of `target`'s processes (one isolate
+    /// each), summed; `None` for pgmq or when Observe fails.
+    fn observed(target: &Target) -> Option<Batches> {
+        let token = target.token()?;
+        let agent = agent();
+        let mut all = Batches::default();
+        for base in &target.bases {
+            let url = format!("{base}/mqlite.v1.AdminService/Observe");
+            let reply = call(&agent, "POST", &url, Some(token), Some(&json!({}))).ok()?;
+            let histogram = &reply["storage"]["group_commit"]["batch_members"];
+            let numbers = |key: &str| -> Vec<u64> {
+                let list = histogram[key].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                list.iter().filter_map(Value::as_u64).collect()
+            };
+            all.bounds = numbers("bounds");
+            let cumulative = numbers("bucket_counts");
+            all.cumulative.resize(cumulative.len(), 0);
+            for (sum, n) in all.cumulative.iter_mut().zip(cumulative) {
+                *sum += n;
+            }
+            all.count += histogram["count"].as_u64()?;
+            all.members += histogram["sum"].as_u64()?;
+        }
+        Some(all)
+    }
+
+    /// What formed between `before` and `self`.
+    fn since(&self, before: &Batches) -> Batches {
+        let cumulative = self.cumulative.iter().enumerate();
+        Batches {
+            bounds: self.bounds.clone(),
+            cumulative: cumulative
+                .map(|(i, n)| n.saturating_sub(before.cumulative.get(i).copied().unwrap_or(0)))
+                .collect(),
+            count: self.count.saturating_sub(before.count),
+            members: self.members.saturating_sub(before.members),
+        }
+    }
+
+    /// "N batches, mean M members; 1: a%, 2: b%, 3-4: c% ..." (buckets
+    /// that hold none left out).
+    fn describe(&self) -> String {
+        let mut below = 0;
+        let mut low = 1;
+        let mut shares = vec![];
+        for (&bound, &cumulative) in self.bounds.iter().zip(&self.cumulative) {
+            let n = cumulative.saturating_sub(below);
+            if n > 0 {
+                let range = match low == bound {
+                    true => bound.to_string(),
+                    false => format!("{low}-{bound}"),
+                };
+                let share = n as f64 * 100.0 / self.count as f64;
+                shares.push(format!("{range}: {share:.0}%"));
+            }
+            below = cumulative;
+            low = bound + 1;
+        }
+        format!(
+            "{} batches, mean {:.1} members; {}",
+            self.count,
+            self.members as f64 / self.count.max(1) as f64,
+            shares.join(", ")
+        )
+    }
 }
 
 fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usize) -> Cell {
@@ -726,6 +807,7 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
         first_error: Some(e),
         busy: vec![],
         sqld_cpu: None,
+        batches: None,
     };
     let queue_of = |client: usize| match target.own_queues {
         true => format!("{queue}-{client}"),
@@ -749,6 +831,7 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
         });
         (!target.sqld.is_empty()).then(|| each.sum::<f64>())
     };
+    let batches_before = Batches::observed(target);
     let cpu_before = cpu();
     let sqld_before = sqld_cpu();
     let done = AtomicU64::new(0);
@@ -822,6 +905,11 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
         .zip(cpu().into_iter().zip(cpu_before))
         .map(|((name, _), (after, before))| (*name, (after - before) / elapsed))
         .collect();
+    let sqld_after = sqld_cpu();
+    let batches = Batches::observed(target)
+        .zip(batches_before)
+        .map(|(after, before)| after.since(&before))
+        .filter(|formed| formed.count > 0);
     Cell {
         per_second: done.load(Ordering::Relaxed) as f64 / elapsed,
         units: units.load(Ordering::Relaxed),
@@ -829,9 +917,10 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
         errors: errors.load(Ordering::Relaxed),
         first_error: first_error.into_inner().unwrap_or_default(),
         busy,
-        sqld_cpu: sqld_cpu()
+        sqld_cpu: sqld_after
             .zip(sqld_before)
             .map(|(after, before)| after - before),
+        batches,
     }
 }
 
@@ -870,6 +959,9 @@ fn throughput(targets: &[Target], settings: &Settings, clients: usize) {
                 percentile(&cell.latencies, 0.99),
                 busy.join(", ")
             ));
+            if let Some(batches) = &cell.batches {
+                notes.push(format!("  {}: {}", target.name, batches.describe()));
+            }
             if cell.errors > 0 {
                 notes.push(format!(
                     "  {}: {} failed requests, first: {}",
@@ -1028,4 +1120,32 @@ fn scaling(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Batches;
+
+    #[test]
+    fn batches_formed_in_a_cell_are_described_by_their_buckets() {
+        let bounds = vec![1, 2, 4, 8, 16, 32, 64];
+        let before = Batches {
+            bounds: bounds.clone(),
+            cumulative: vec![1, 1, 1, 1, 1, 1, 1],
+            count: 1,
+            members: 1,
+        };
+        let after = Batches {
+            bounds,
+            cumulative: vec![2, 2, 3, 5, 5, 5, 5],
+            count: 5,
+            members: 1 + 1 + 4 + 7 + 8,
+        };
+        let formed = after.since(&before);
+        assert_eq!(formed.cumulative, [1, 1, 2, 4, 4, 4, 4]);
+        assert_eq!(
+            formed.describe(),
+            "4 batches, mean 5.0 members; 1: 25%, 3-4: 25%, 5-8: 50%"
+        );
+    }
 }
