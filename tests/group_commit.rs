@@ -605,45 +605,14 @@ mod support_rng {
     }
 }
 
-/// The batches the writes that reached the coalescer form, in issue order
-/// (docs/engine.md#group-commit, "Forming batches"): the first leads a batch of its own;
-/// after it, each batch takes from the front at most half of the queue's
-/// recent writers (the batch before and those still waiting, rounded up),
-/// within the 64-member bound.
-fn batches_formed(entered: &[usize]) -> Vec<&[usize]> {
-    let Some((first, mut rest)) = entered.split_first().map(|(_, rest)| (&entered[..1], rest))
-    else {
-        return vec![];
-    };
-    let mut batches = vec![first];
-    while !rest.is_empty() {
-        let last = batches.last().map_or(0, |b| b.len());
-        let take = (last + rest.len()).div_ceil(2).min(64).min(rest.len());
-        let (batch, after) = rest.split_at(take);
-        batches.push(batch);
-        rest = after;
-    }
-    batches
-}
-
-#[test]
-fn batches_formed_alternate_in_halves() {
-    let entered: Vec<usize> = (0..8).collect();
-    assert_eq!(
-        batches_formed(&entered),
-        [&[0][..], &[1, 2, 3, 4], &[5, 6, 7]]
-    );
-    assert_eq!(batches_formed(&[3, 5]), [&[3][..], &[5]]);
-    assert!(batches_formed(&[]).is_empty());
-}
-
 /// The order the coalescer runs a round's writes in, given `entered`, the
-/// writes that reached it, in issue order (`send_round`): batch after batch
-/// (`batches_formed`), and in each the writes of a kind that folds
-/// (docs/engine.md#folding: Sends; Completes and CompleteBatches; plain
-/// peek-lock Receives; pgmq's deletes by id) together where the first of
-/// their kind stands, everything else in issue order. The writes answered
-/// before reaching it (refused requests) touch no row: they go first.
+/// writes that reached it, in issue order (`send_round`): the first leads
+/// a batch of its own, the rest form one batch, in which the writes of a
+/// kind that folds (docs/engine.md#folding: Sends; Completes and
+/// CompleteBatches; plain peek-lock Receives; pgmq's deletes by id) run
+/// together where the first of their kind stands,
+/// everything else in issue order. The writes answered before reaching it
+/// (refused requests) touch no row: they go first.
 fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
     let kind = |i: usize| {
         let path = &writes[i].path;
@@ -662,17 +631,19 @@ fn batch_order(writes: &[Call], entered: &[usize]) -> Vec<usize> {
         }
     };
     let mut order: Vec<usize> = (0..writes.len()).filter(|i| !entered.contains(i)).collect();
-    for batch in batches_formed(entered) {
-        let mut placed = Vec::new();
-        for &i in batch {
-            match kind(i) {
-                None => order.push(i),
-                Some(k) if !placed.contains(&k) => {
-                    placed.push(k);
-                    order.extend(batch.iter().copied().filter(|&j| kind(j) == Some(k)));
-                }
-                Some(_) => {}
+    let Some((&first, batch)) = entered.split_first() else {
+        return order;
+    };
+    order.push(first);
+    let mut placed = Vec::new();
+    for &i in batch {
+        match kind(i) {
+            None => order.push(i),
+            Some(k) if !placed.contains(&k) => {
+                placed.push(k);
+                order.extend(batch.iter().copied().filter(|&j| kind(j) == Some(k)));
             }
+            Some(_) => {}
         }
     }
     order
@@ -812,9 +783,8 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
         (1..=8).collect::<Vec<_>>(),
         "arrival order is commit order"
     );
-    // The first went out alone at once; the other seven formed two
-    // batches, of four (half of the eight writers) and three.
-    assert_eq!(broker.temp.db.pipeline_requests() - before, 3);
+    // The first went out alone at once; the other seven formed one batch.
+    assert_eq!(broker.temp.db.pipeline_requests() - before, 2);
     let stats = broker
         .service
         .engine()
@@ -822,9 +792,9 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
         .store()
         .transport()
         .stats();
-    assert_eq!((stats.batches, stats.members, stats.largest), (3, 8, 4));
-    // Observe tells the same: eight writes in batches, three batches (of
-    // one, four and three), counted once each.
+    assert_eq!((stats.batches, stats.members, stats.largest), (2, 8, 7));
+    // Observe tells the same: eight writes in batches, two batches (of
+    // one and of seven), counted once each.
     let observed = group_commit(&broker).await;
     assert_eq!(
         observed,
@@ -835,8 +805,8 @@ async fn concurrent_writes_of_a_queue_meet_in_batches() {
             "folded_writes": 7,
             "batch_members": {
                 "bounds": [1, 2, 4, 8, 16, 32, 64],
-                "bucket_counts": [1, 1, 3, 3, 3, 3, 3],
-                "count": 3,
+                "bucket_counts": [1, 1, 1, 2, 2, 2, 2],
+                "count": 2,
                 "sum": 8,
             },
         })
@@ -1065,11 +1035,10 @@ async fn batches_respect_their_member_bound() {
     assert_eq!(eight_sends_at_once(bounds).await, (5, 8, 2));
 }
 
-/// Sends that meet in a batch are folded (docs/engine.md#folding): each
-/// batch of the seven behind a lone one is written by one savepoint of five
-/// statements (schema check, insert, seqs per member, sent count,
-/// outcomes), not a savepoint per Send, and each gets its own seqs in
-/// arrival order.
+/// Sends that meet in a batch are folded (docs/engine.md#folding): the
+/// seven behind a lone one are written by one savepoint of five statements
+/// (schema check, insert, seqs per member, sent count, outcomes), not
+/// seven savepoints of theirs, and each gets its own seqs in arrival order.
 #[tokio::test]
 async fn sends_that_meet_are_folded_into_one_statement_each() {
     let broker = broker(|db| {
@@ -1096,13 +1065,11 @@ async fn sends_that_meet_are_folded_into_one_statement_each() {
     assert_eq!(seqs, (1..=8).map(|s| json!([s])).collect::<Vec<_>>());
     let transport = broker.service.engine().expect("engine").store().transport();
     let sent = transport.inner().sent.lock().expect("sent").clone();
-    let steps: Vec<usize> = sent.iter().rev().take(3).map(|(steps, _)| *steps).collect();
-    // The last two batches (three Sends, and four before them; half the
-    // writers each, docs/engine.md#group-commit, "Forming batches"): BEGIN, SAVEPOINT,
-    // five statements, RELEASE, ROLLBACK TO, RELEASE, the clock (Sends
-    // wake), COMMIT, ROLLBACK; before them, the lone Send in a savepoint of
-    // its own (its seven steps and five).
-    assert_eq!(steps, [13, 13, 12], "{sent:?}");
+    let steps: Vec<usize> = sent.iter().rev().take(2).map(|(steps, _)| *steps).collect();
+    // BEGIN, SAVEPOINT, five statements, RELEASE, ROLLBACK TO, RELEASE,
+    // the clock (Sends wake), COMMIT, ROLLBACK; before it, the lone Send in
+    // a savepoint of its own (its seven steps and five).
+    assert_eq!(steps, [13, 12], "{sent:?}");
 }
 
 /// Dedup across the members of a folded run answers as one after another:

@@ -21,7 +21,8 @@
 //!    (clients alternate between them, each process with its own objects).
 //!    Under each row: p50 / p99 per unit of work, sqld's CPU per RPC, and how
 //!    busy each server's process tree was (CPU time / wall time, 100% = one
-//!    core), to show where the time went.
+//!    core), to show where the time went, and for mqlite-edge the batches
+//!    that formed (`Observe`'s batch-size histogram, before and after).
 //! 3. Through a proxy that counts database requests (the mean batch size is
 //!    RPCs / requests) and the rows sqld reports written (per cycle: one
 //!    message's life), cycles at the largest client count, grouped and

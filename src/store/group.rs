@@ -832,9 +832,6 @@ struct State {
     /// A batch is in flight (or about to be): new arrivals wait.
     busy: bool,
     waiting: VecDeque<Waiting>,
-    /// Members of the batch sent last: with those waiting now, the
-    /// writers the queue has lately had (see [`Coalescer::take_batch`]).
-    last_batch: usize,
 }
 
 /// How batches formed, for Observe and `make bench`.
@@ -927,14 +924,8 @@ impl Coalescer {
             }
         };
         let handoff = Handoff(self);
-        let sent = self.send_batch(transport).await;
-        // The next batch may go while this one is answered: the pause
-        // (a timer of 0 on the Worker: the event loop's next turn) lets
-        // its leader send it first, so the database works on it while this
-        // one is split and answered.
+        self.lead(transport).await;
         drop(handoff);
-        transport.pause(0).await;
-        sent.answer();
         match own.await {
             Ok(Signal::Done(verdict, carried, woke_at)) => Submitted {
                 verdict,
@@ -946,8 +937,8 @@ impl Coalescer {
     }
 
     /// Takes the next batch from the front (the leader's own submission
-    /// first) and sends it.
-    async fn send_batch<T: Transport>(&self, transport: &T) -> SentBatch {
+    /// first), sends it, and answers every member.
+    async fn lead<T: Transport>(&self, transport: &T) {
         let batch = self.take_batch();
         let (members, signals): (Vec<Member>, Vec<_>) =
             batch.into_iter().map(|w| (w.member, w.signal)).unzip();
@@ -956,29 +947,23 @@ impl Coalescer {
             stats.members += members.len() as u64;
             stats.largest = stats.largest.max(members.len() as u64);
         }
+        let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
         let merged = merge(&members, self.folds);
         let reply = transport.send_pipeline(&merged.body).await;
-        SentBatch {
-            members,
-            signals,
-            merged,
-            reply,
+        let Split { verdicts, clock } = split(&members, &merged, reply);
+        for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
+            let carried = Carried::Batch {
+                members: size,
+                first: i == 0,
+                folded: merged.folded(i),
+            };
+            let woke_at = clock.filter(|_| members[i].wakes);
+            let _ = signal.send(Signal::Done(verdict, carried, woke_at));
         }
     }
 
-    /// The waiters from the front that fit the bounds, and no more than
-    /// half of the queue's recent writers (the last batch's members and
-    /// those waiting now, rounded up). Writers that send again once
-    /// answered would otherwise settle into a batch of one beside a batch
-    /// of all the others: the lone first arrival goes at once and the rest
-    /// wait behind it, so while the big batch runs no answers are being
-    /// processed and while they are the database idles. Two even halves
-    /// alternate instead, one in the database while the other is answered
-    /// and sends again (docs/engine.md#group-commit, "Forming batches").
     fn take_batch(&self) -> Vec<Waiting> {
         let mut state = self.state();
-        let recent = state.last_batch + state.waiting.len();
-        let members = self.bounds.members.min(recent.div_ceil(2)).max(1);
         // The batch's own: BEGIN, COMMIT, ROLLBACK (members' steps and two
         // each cover the rest), and the clock when a member wakes.
         let (mut bytes, mut statements) = (0, 3);
@@ -989,7 +974,7 @@ impl Coalescer {
                 state.waiting.pop_front();
                 continue;
             }
-            let fits = batch.len() < members
+            let fits = batch.len() < self.bounds.members
                 && bytes + next.member.bytes <= self.bounds.bytes
                 && statements + next.member.statements() <= self.bounds.statements;
             if !fits && !batch.is_empty() {
@@ -1001,40 +986,7 @@ impl Coalescer {
                 batch.push(waiting);
             }
         }
-        state.last_batch = batch.len();
         batch
-    }
-}
-
-/// A batch the database answered (or failed to), not yet told to its
-/// members.
-struct SentBatch {
-    members: Vec<Member>,
-    signals: Vec<oneshot::Sender<Signal>>,
-    merged: Merged,
-    reply: Result<HttpReply, TransportError>,
-}
-
-impl SentBatch {
-    /// Answers every member what it would have been answered alone.
-    fn answer(self) {
-        let SentBatch {
-            members,
-            signals,
-            merged,
-            reply,
-        } = self;
-        let size = u32::try_from(members.len()).unwrap_or(u32::MAX);
-        let Split { verdicts, clock } = split(&members, &merged, reply);
-        for (i, (signal, verdict)) in signals.into_iter().zip(verdicts).enumerate() {
-            let carried = Carried::Batch {
-                members: size,
-                first: i == 0,
-                folded: merged.folded(i),
-            };
-            let woke_at = clock.filter(|_| members[i].wakes);
-            let _ = signal.send(Signal::Done(verdict, carried, woke_at));
-        }
     }
 }
 
@@ -1739,63 +1691,6 @@ mod tests {
                 folded: false,
             }
         );
-    }
-
-    /// A database that counts the batches sent, answers each once let
-    /// through (refused before it ran), and whose pause yields once, as the
-    /// Worker's timer of 0 does.
-    struct Counted {
-        gate: tokio::sync::Semaphore,
-        sent: Mutex<usize>,
-    }
-
-    impl Transport for Counted {
-        async fn send_pipeline(&self, _body: &str) -> Result<HttpReply, TransportError> {
-            if let Ok(mut sent) = self.sent.lock() {
-                *sent += 1;
-            }
-            let _permit = self.gate.acquire().await;
-            Err(TransportError::NotSent("refused".into()))
-        }
-        async fn pause(&self, _millis: u32) {
-            let mut yielded = false;
-            std::future::poll_fn(|cx| {
-                if std::mem::replace(&mut yielded, true) {
-                    std::task::Poll::Ready(())
-                } else {
-                    cx.waker().wake_by_ref();
-                    std::task::Poll::Pending
-                }
-            })
-            .await
-        }
-    }
-
-    /// The next batch goes to the database before the one just answered
-    /// is split and told to its members, so the two overlap.
-    #[tokio::test]
-    async fn the_next_batch_goes_before_the_last_is_answered() {
-        let coalescer = Coalescer::default();
-        let database = Counted {
-            gate: tokio::sync::Semaphore::new(0),
-            sent: Mutex::new(0),
-        };
-        let (a, b) = (program("SELECT 1"), program("SELECT 2"));
-        let mut first = Box::pin(coalescer.submit(&database, &a, false));
-        let mut second = Box::pin(coalescer.submit(&database, &b, false));
-        assert!(poll_once(&mut first).await.is_pending());
-        assert!(poll_once(&mut second).await.is_pending());
-        database.gate.add_permits(1);
-        assert!(
-            poll_once(&mut first).await.is_pending(),
-            "answered before the next batch could go"
-        );
-        assert!(poll_once(&mut second).await.is_pending());
-        assert_eq!(database.sent.lock().map(|s| *s).ok(), Some(2));
-        let verdict = first.await.verdict;
-        assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
-        database.gate.add_permits(1);
-        assert!(matches!(second.await.verdict, Verdict::Retry(_)));
     }
 
     /// Idle only with no batch in flight and none waiting: what lets a
