@@ -658,7 +658,7 @@ impl Target {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Workload {
     /// Send 1, Receive 1, Complete it: counts completed cycles.
     Cycle,
@@ -716,7 +716,7 @@ struct Cell {
 
 /// A batch-size histogram from `Observe`'s `storage.group_commit.batch_members`
 /// (docs/engine.md#group-commit), summed over a target's processes.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Default)]
 struct Batches {
     bounds: Vec<u64>,
     /// `cumulative[i]`: batches of at most `bounds[i]` members.
