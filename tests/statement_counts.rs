@@ -16,14 +16,19 @@ use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use serde_json::Value;
 use support::*;
 
-/// The in-process database, recording the SQL of every step that ran.
+/// The in-process database, recording the SQL of every step that ran and
+/// the size of every request.
 struct Recording {
     inner: InProcess,
     ran: Mutex<Vec<Vec<String>>>,
+    request_bytes: Mutex<Vec<usize>>,
 }
 
 impl Transport for Recording {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+        if let Ok(mut sizes) = self.request_bytes.lock() {
+            sizes.push(body.len());
+        }
         let reply = self.inner.send_pipeline(body).await?;
         let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
         let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
@@ -58,6 +63,7 @@ async fn setup() -> (TempDb, Engine<Recording>) {
             db: temp.db.clone(),
         },
         ran: Mutex::new(Vec::new()),
+        request_bytes: Mutex::new(Vec::new()),
     };
     let engine = Engine::new(transport, Clock::manual(T0), Limits::default());
     let config = QueueConfigInput {
@@ -126,6 +132,24 @@ fn receive_one() -> ReceiveRequest {
         mode: ReceiveMode::PeekLock,
         attempt_id: String::new(),
     }
+}
+
+/// A Send's request is mostly its copies, and a copy of a message without
+/// metadata is its hash and four numbers (docs/engine.md, "What a Send
+/// carries"): 64 small messages, 15.1 KB (22.5 KB with every field of every
+/// copy written and each key beside its hash).
+#[tokio::test]
+async fn a_send_of_64_small_messages_is_a_request_of_under_16_kb() {
+    let (_temp, engine) = setup().await;
+    engine.send(&send(64)).await.expect("send");
+    let sizes = engine
+        .store()
+        .transport()
+        .request_bytes
+        .lock()
+        .map(|s| s.clone());
+    let last = sizes.ok().and_then(|s| s.last().copied()).unwrap_or(0);
+    assert!((1..16_000).contains(&last), "Send of 64: {last} bytes");
 }
 
 #[tokio::test]

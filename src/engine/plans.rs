@@ -436,13 +436,11 @@ fn redrive_finds_its_marked_chunk_by_the_marks_index() {
 /// The statements of every Send, with a two-copy request.
 #[test]
 fn send_statements_seek_dedup_queues_and_subscriptions() {
-    let copies = text(
-        r#"[["q","k1","h1",null,null,null,null,null,null,null,0,1,1],["q","k2","h2",null,null,null,"g",null,null,null,1,1,1]]"#,
-    );
+    let copies = text(r#"[["h1",0,1,1,0],["h2",1,1,1,0,"r","k2",null,null,"g"]]"#);
     let key = vec![
         text("q"),
         text("0:0"),
-        text(r#"[["q","k1"],["q","k2"]]"#),
+        text(r#"[["h1"],["k2","r"]]"#),
         text(r#"["q"]"#),
     ];
     let insert = vec![
@@ -479,8 +477,8 @@ fn send_statements_seek_dedup_queues_and_subscriptions() {
 #[test]
 fn folded_send_statements_seek_dedup_queues_and_subscriptions() {
     let members = text(
-        r#"[["q","0:0",["q"],0,[["q","k1","h1",null,null,null,null,null,null,null,0,1,1,0],["q","k2","h2",null,null,null,"g",null,null,null,1,1,1,0]]],
-            ["t","2:5",[],0,[["q","k1","h1",null,null,null,"g",null,null,null,0,1,1,0]]]]"#,
+        r#"[["q","0:0",["q"],0,[["h1",0,1,1,0],["h2",1,1,1,0,null,"k2",null,null,"g"]]],
+            ["t","2:5",[],0,[["h1",0,1,1,0,"q",null,null,null,"g"]]]]"#,
     );
     let body = Value::Blob {
         base64: "AAE=".into(),

@@ -2,6 +2,7 @@
 //! transaction; dedup, TTL and scheduling are decided in SQL.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -80,11 +81,9 @@ macro_rules! group_missing {
 }
 
 /// The whole Send (docs/semantics.md#send, #ttl) in one statement. `?3` is the JSON
-/// array of copies `[queue, dedup_key, request_hash, message_id,
-/// correlation_id, reply_to, group_id, content_type, subject, properties,
-/// body_offset, body_length, first, body_chunk]` — one per message for a
-/// direct send, one per accepting subscription for a publish; `first` marks
-/// the first copy of its `(queue, key)` in the request. `?5` schedule time
+/// array of copies (see [`copies_json`]) — one per message for a direct
+/// send, one per accepting subscription for a publish; `first` marks the
+/// first copy of its `(queue, key)` in the request. `?5` schedule time
 /// (0 = now), `?6` TTL, anchored at the visible time and capped by the queue
 /// default (docs/semantics.md#send). Bodies are slices of the blobs `?7`…`?22`, bound last
 /// because the program writes them from the request's own bodies
@@ -105,27 +104,28 @@ SELECT cp.queue,
   CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END,
   {now},
   CASE WHEN cp.ttl > 0 THEN (CASE WHEN ?5 > 0 THEN ?5 ELSE {now} END) + cp.ttl ELSE 0 END,
-  cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
-  coalesce(substr(CASE cp.v ->> 13 WHEN 0 THEN ?7 WHEN 1 THEN ?8 WHEN 2 THEN ?9 WHEN 3 THEN ?10 WHEN 4 THEN ?11 WHEN 5 THEN ?12 WHEN 6 THEN ?13 WHEN 7 THEN ?14 WHEN 8 THEN ?15 WHEN 9 THEN ?16 WHEN 10 THEN ?17 WHEN 11 THEN ?18 WHEN 12 THEN ?19 WHEN 13 THEN ?20 WHEN 14 THEN ?21 WHEN 15 THEN ?22 END,
-    (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+  cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9, cp.v ->> 10, cp.v ->> 11, cp.v ->> 12,
+  coalesce(substr(CASE cp.v ->> 4 WHEN 0 THEN ?7 WHEN 1 THEN ?8 WHEN 2 THEN ?9 WHEN 3 THEN ?10 WHEN 4 THEN ?11 WHEN 5 THEN ?12 WHEN 6 THEN ?13 WHEN 7 THEN ?14 WHEN 8 THEN ?15 WHEN 9 THEN ?16 WHEN 10 THEN ?17 WHEN 11 THEN ?18 WHEN 12 THEN ?19 WHEN 13 THEN ?20 WHEN 14 THEN ?21 WHEN 15 THEN ?22 END,
+    (cp.v ->> 1) + 1, cp.v ->> 2), x''),
   CASE WHEN cp.window > 0 THEN cp.dkey END,
-  CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
-FROM (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, j.value ->> 0 AS queue,
-    j.value ->> 1 AS dkey, q.dedup_window_ms AS window, CASE
+  CASE WHEN cp.window > 0 THEN cp.v ->> 0 END
+FROM (SELECT CAST(j.key AS INTEGER) AS pos, j.value AS v, coalesce(j.value ->> 5, ?1) AS queue,
+    coalesce(j.value ->> 6, j.value ->> 0) AS dkey, q.dedup_window_ms AS window, CASE
       WHEN q.default_ttl_ms > 0 AND (?6 <= 0 OR ?6 > q.default_ttl_ms) THEN q.default_ttl_ms
       WHEN ?6 > 0 THEN ?6 ELSE 0 END AS ttl
-  FROM json_each(?3) j JOIN queues q ON q.name = j.value ->> 0) cp
+  FROM json_each(?3) j JOIN queues q ON q.name = coalesce(j.value ->> 5, ?1)) cp
 WHERE ",
     send_ok!(),
     "
-  AND (cp.window <= 0 OR (cp.v ->> 12 = 1 AND NOT EXISTS (SELECT 1 FROM dedup d
+  AND (cp.window <= 0 OR (cp.v ->> 3 = 1 AND NOT EXISTS (SELECT 1 FROM dedup d
     WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey AND d.seen_at > {now} - cp.window)))
 ORDER BY cp.pos
 RETURNING id"
 ));
 
 /// Step 3, what the request needs to answer, as tagged rows (`?3` here is
-/// just the distinct `[queue, dedup_key]` pairs, not every copy):
+/// just the distinct `[dedup_key, queue]` pairs, not every copy; a pair
+/// without its queue is for `?1`, see [`dedup_keys_json`]):
 /// `0` the verdict of `send_ok!` (`ok`, `topic_changed`, `queue_missing`,
 /// `group_required`); `1` the final dedup entry of every `(queue, key)` of a
 /// queue with a window; `2` the topic's current subscriptions when the
@@ -142,7 +142,8 @@ pub(super) const READ_OUTCOME: Statement = crate::statement!(concat!(
     " THEN 'group_required' ELSE 'ok' END, NULL, NULL, NULL
 UNION ALL
 SELECT 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
-FROM (SELECT DISTINCT j.value ->> 0 AS queue, j.value ->> 1 AS dkey FROM json_each(?3) j) k
+FROM (SELECT DISTINCT coalesce(j.value ->> 1, ?1) AS queue, j.value ->> 0 AS dkey
+    FROM json_each(?3) j) k
   JOIN queues q ON q.name = k.queue AND q.dedup_window_ms > 0
   JOIN dedup d ON d.queue = k.queue AND d.dedup_key = k.dkey
 UNION ALL
@@ -151,7 +152,8 @@ SELECT 2, subscription, filter, revision, NULL FROM subscriptions WHERE topic = 
     " <> ?2
 UNION ALL
 SELECT 3, q.name, NULL, NULL, {now} FROM queues q
-WHERE q.name IN (SELECT DISTINCT j.value ->> 0 FROM json_each(?3) j) AND q.waiters_until > {now}"
+WHERE q.name IN (SELECT DISTINCT coalesce(j.value ->> 1, ?1) FROM json_each(?3) j)
+  AND q.waiters_until > {now}"
 ));
 
 /// One copy to insert: a message bound for one queue.
@@ -301,7 +303,7 @@ impl<T: Transport> Engine<T> {
         let insert_args = vec![
             name.into(),
             view.fingerprint.as_str().into(),
-            copies_json(&deliveries).into(),
+            copies_json(&deliveries, name).into(),
             ungrouped.as_str().into(),
             scheduled.into(),
             request.ttl_ms.into(),
@@ -309,7 +311,7 @@ impl<T: Transport> Engine<T> {
         let outcome_args = vec![
             name.into(),
             view.fingerprint.as_str().into(),
-            dedup_keys_json(&deliveries).into(),
+            dedup_keys_json(&deliveries, name).into(),
             ungrouped.into(),
         ];
         // Every body once, in message order, borrowed: a publish's copies
@@ -520,49 +522,95 @@ fn prepare_all(messages: &[OutgoingMessage]) -> Option<Vec<Prepared<'_>>> {
     Some(prepared)
 }
 
-/// The copies as the JSON array [`INSERT_MESSAGES`] reads (`?3`), written
-/// straight from borrowed fields (no intermediate JSON tree: 10,000 copies
-/// would make one of ~130,000 values).
-fn copies_json(deliveries: &[Delivery]) -> String {
+/// The copies as the JSON array [`INSERT_MESSAGES`] reads (`?3`), each
+/// `[request_hash, body_offset, body_length, first, body_chunk, queue,
+/// message_id, correlation_id, reply_to, group_id, content_type, subject,
+/// properties]` without its trailing nulls: a message's request is mostly
+/// its copies, and most copies are a hash and four numbers (a Send of 64
+/// small messages was 26.6 KB with every field written, docs/bench.md). A
+/// copy for the Send's own queue names none (`?1`), and the dedup key is the
+/// message id, else the hash, so it is not written apart. Written straight
+/// from borrowed fields (no intermediate JSON tree: 10,000 copies would
+/// make one of ~130,000 values).
+fn copies_json(deliveries: &[Delivery], name: &str) -> String {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    let copies: Vec<_> = deliveries
-        .iter()
-        .map(|d| {
-            let first = seen.insert((d.queue, d.prepared.key.as_str()));
-            let p = d.prepared;
-            let m = p.message;
-            (
-                d.queue,
-                p.key.as_str(),
-                p.hash.as_str(),
-                m.message_id.as_deref(),
-                m.correlation_id.as_deref(),
-                m.reply_to.as_deref(),
-                m.group_id.as_deref(),
-                m.content_type.as_deref(),
-                m.subject.as_deref(),
-                properties_json(&m.properties),
-                p.offset,
-                m.body.len(),
-                i64::from(first),
-                p.chunk,
-            )
-        })
-        .collect();
-    // Serializing borrowed strings and numbers cannot fail.
-    serde_json::to_string(&copies).unwrap_or_default()
+    let mut out = String::from("[");
+    for (i, d) in deliveries.iter().enumerate() {
+        let first = seen.insert((d.queue, d.prepared.key.as_str()));
+        let p = d.prepared;
+        let m = p.message;
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        push_json_str(&mut out, &p.hash);
+        // Writing to a `String` cannot fail.
+        let _ = write!(
+            out,
+            ",{},{},{},{}",
+            p.offset,
+            m.body.len(),
+            u8::from(first),
+            p.chunk
+        );
+        let properties = properties_json(&m.properties);
+        let optional = [
+            (d.queue != name).then_some(d.queue),
+            m.message_id.as_deref(),
+            m.correlation_id.as_deref(),
+            m.reply_to.as_deref(),
+            m.group_id.as_deref(),
+            m.content_type.as_deref(),
+            m.subject.as_deref(),
+            properties.as_deref(),
+        ];
+        let written = optional
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |at| at + 1);
+        for field in &optional[..written] {
+            out.push(',');
+            match field {
+                Some(text) => push_json_str(&mut out, text),
+                None => out.push_str("null"),
+            }
+        }
+        out.push(']');
+    }
+    out.push(']');
+    out
 }
 
-/// The distinct `[queue, dedup_key]` pairs of the copies, the only part of
-/// them [`READ_OUTCOME`] reads (`?3`): the full copies would travel twice.
-fn dedup_keys_json(deliveries: &[Delivery]) -> String {
+/// The distinct `[dedup_key, queue]` pairs of the copies, the only part of
+/// them [`READ_OUTCOME`] reads (`?3`; the full copies would travel twice),
+/// the queue left out when it is the Send's own (`?1`).
+fn dedup_keys_json(deliveries: &[Delivery], name: &str) -> String {
     let mut seen: HashSet<(&str, &str)> = HashSet::new();
-    let pairs: Vec<(&str, &str)> = deliveries
-        .iter()
-        .map(|d| (d.queue, d.prepared.key.as_str()))
-        .filter(|pair| seen.insert(*pair))
-        .collect();
-    serde_json::to_string(&pairs).unwrap_or_default()
+    let mut out = String::from("[");
+    for d in deliveries {
+        let key = d.prepared.key.as_str();
+        if !seen.insert((d.queue, key)) {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push('[');
+        push_json_str(&mut out, key);
+        if d.queue != name {
+            out.push(',');
+            push_json_str(&mut out, d.queue);
+        }
+        out.push(']');
+    }
+    out.push(']');
+    out
+}
+
+/// `text` as a JSON string.
+fn push_json_str(out: &mut String, text: &str) {
+    // Serializing a borrowed string cannot fail.
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 /// The queues a copy without a group id is bound for, as a JSON array
@@ -581,4 +629,57 @@ fn ungrouped_queues(deliveries: &[Delivery]) -> String {
 /// Stored properties: a JSON object, NULL when there are none.
 fn properties_json(properties: &BTreeMap<String, String>) -> Option<String> {
     (!properties.is_empty()).then(|| serde_json::to_string(properties).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(body: &[u8]) -> OutgoingMessage {
+        OutgoingMessage {
+            body: body.to_vec(),
+            ..OutgoingMessage::default()
+        }
+    }
+
+    /// A copy is its hash and four numbers, then the optional fields up to
+    /// the last one it has; its queue only when it is not the Send's own;
+    /// the dedup key never apart (the message id, else the hash).
+    #[test]
+    fn copies_leave_out_what_the_statement_can_infer() {
+        let plain = message(b"hi");
+        let mut with_subject = message(b"hey");
+        with_subject.message_id = Some("m1".into());
+        with_subject.subject = Some("s".into());
+        let messages = [plain, with_subject];
+        let prepared = prepare_all(&messages).expect("prepared");
+        let (h0, h1) = (prepared[0].hash.clone(), prepared[1].hash.clone());
+        let deliveries = vec![
+            Delivery {
+                queue: "q",
+                message: 0,
+                prepared: &prepared[0],
+            },
+            Delivery {
+                queue: "q",
+                message: 0,
+                prepared: &prepared[0],
+            },
+            Delivery {
+                queue: "other",
+                message: 1,
+                prepared: &prepared[1],
+            },
+        ];
+        assert_eq!(
+            copies_json(&deliveries, "q"),
+            format!(
+                r#"[["{h0}",0,2,1,0],["{h0}",0,2,0,0],["{h1}",2,3,1,0,"other","m1",null,null,null,null,"s"]]"#
+            )
+        );
+        assert_eq!(
+            dedup_keys_json(&deliveries, "q"),
+            format!(r#"[["{h0}"],["m1","other"]]"#)
+        );
+    }
 }

@@ -22,14 +22,27 @@ use crate::store::Statement;
 /// The most Sends one run writes: one body blob parameter each.
 const CAPACITY: usize = 64;
 
-/// Member `mj` (`[name, fingerprint, ungrouped queues, ttl, copies]`,
-/// from `?1`) may be written: the per-member form of `send.rs`'s
+/// The members of `?1` (`[[name, fingerprint, ungrouped queues, ttl,
+/// copies], …]`), each read apart once: a copy that reads its member's
+/// name or TTL from the member's JSON text parses the whole member again
+/// (64 copies and more), which cost sqld about a millisecond per folded
+/// Send 64 (docs/bench.md).
+macro_rules! members {
+    () => {
+        "WITH mj AS MATERIALIZED (SELECT CAST(key AS INTEGER) AS m, value ->> 0 AS name,
+    value ->> 1 AS fingerprint, value -> 2 AS ungrouped, value ->> 3 AS ttl, value -> 4 AS copies
+  FROM json_each(?1))
+"
+    };
+}
+
+/// Member `mj` (a row of [`members!`]) may be written: the per-member form of `send.rs`'s
 /// `send_ok!`. It reads only `mj`, so SQLite checks it once per member.
 macro_rules! member_ok {
     () => {
         concat!(
             fingerprint!(),
-            " = mj.value ->> 1
+            " = mj.fingerprint
     AND NOT (",
             queue_missing!(),
             ") AND NOT (",
@@ -43,21 +56,21 @@ macro_rules! member_ok {
 macro_rules! fingerprint {
     () => {
         "(SELECT count(*) || ':' || coalesce(max(revision), 0) FROM subscriptions
-      WHERE topic = mj.value ->> 0)"
+      WHERE topic = mj.name)"
     };
 }
 
 /// Member `mj` is a direct send to a queue that does not exist.
 macro_rules! queue_missing {
     () => {
-        "mj.value ->> 1 = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = mj.value ->> 0)"
+        "mj.fingerprint = '0:0' AND NOT EXISTS (SELECT 1 FROM queues WHERE name = mj.name)"
     };
 }
 
 /// A copy of member `mj` without a group id is bound for a `group_fifo` queue.
 macro_rules! group_missing {
     () => {
-        "EXISTS (SELECT 1 FROM json_each(mj.value, '$[2]') g JOIN queues gq ON gq.name = g.value
+        "EXISTS (SELECT 1 FROM json_each(mj.ungrouped) g JOIN queues gq ON gq.name = g.value
       WHERE gq.ordering_mode = 'group_fifo')"
     };
 }
@@ -71,12 +84,13 @@ macro_rules! admitted {
     () => {
         concat!(
             "(SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.dkey ORDER BY a.m, a.pos) AS nth
-  FROM (SELECT CAST(mj.key AS INTEGER) AS m, CAST(j.key AS INTEGER) AS pos, j.value AS v,
-      j.value ->> 0 AS queue, j.value ->> 1 AS dkey, q.dedup_window_ms AS window, CASE
-        WHEN q.default_ttl_ms > 0 AND (mj.value ->> 3 <= 0 OR mj.value ->> 3 > q.default_ttl_ms)
+  FROM (SELECT mj.m, CAST(j.key AS INTEGER) AS pos, j.value AS v,
+      coalesce(j.value ->> 5, mj.name) AS queue,
+      coalesce(j.value ->> 6, j.value ->> 0) AS dkey, q.dedup_window_ms AS window, CASE
+        WHEN q.default_ttl_ms > 0 AND (mj.ttl <= 0 OR mj.ttl > q.default_ttl_ms)
           THEN q.default_ttl_ms
-        WHEN mj.value ->> 3 > 0 THEN mj.value ->> 3 ELSE 0 END AS ttl
-    FROM json_each(?1) mj, json_each(mj.value, '$[4]') j JOIN queues q ON q.name = j.value ->> 0
+        WHEN mj.ttl > 0 THEN mj.ttl ELSE 0 END AS ttl
+    FROM mj, json_each(mj.copies) j JOIN queues q ON q.name = coalesce(j.value ->> 5, mj.name)
     WHERE ",
             member_ok!(),
             ") a) cp"
@@ -89,11 +103,12 @@ macro_rules! admitted {
 /// ttl, copies], …]` (each as the Send's own `INSERT_MESSAGES` binds them),
 /// `?2`…`?65` member *m*'s bodies as `?(2 + m)`. Returns the new seqs.
 pub(super) const INSERT_FOLDED: Statement = crate::statement!(concat!(
+    members!(),
     "INSERT INTO messages (queue, state, visible_at, enqueued_at, expires_at, message_id,
   correlation_id, reply_to, group_id, content_type, subject, properties, body, dedup_key,
   request_hash)
 SELECT cp.queue, 'active', {now}, {now}, CASE WHEN cp.ttl > 0 THEN {now} + cp.ttl ELSE 0 END,
-  cp.v ->> 3, cp.v ->> 4, cp.v ->> 5, cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9,
+  cp.v ->> 6, cp.v ->> 7, cp.v ->> 8, cp.v ->> 9, cp.v ->> 10, cp.v ->> 11, cp.v ->> 12,
   coalesce(substr(CASE cp.m WHEN 0 THEN ?2 WHEN 1 THEN ?3 WHEN 2 THEN ?4 WHEN 3 THEN ?5
     WHEN 4 THEN ?6 WHEN 5 THEN ?7 WHEN 6 THEN ?8 WHEN 7 THEN ?9 WHEN 8 THEN ?10 WHEN 9 THEN ?11
     WHEN 10 THEN ?12 WHEN 11 THEN ?13 WHEN 12 THEN ?14 WHEN 13 THEN ?15 WHEN 14 THEN ?16
@@ -107,9 +122,9 @@ SELECT cp.queue, 'active', {now}, {now}, CASE WHEN cp.ttl > 0 THEN {now} + cp.tt
     WHEN 50 THEN ?52 WHEN 51 THEN ?53 WHEN 52 THEN ?54 WHEN 53 THEN ?55 WHEN 54 THEN ?56
     WHEN 55 THEN ?57 WHEN 56 THEN ?58 WHEN 57 THEN ?59 WHEN 58 THEN ?60 WHEN 59 THEN ?61
     WHEN 60 THEN ?62 WHEN 61 THEN ?63 WHEN 62 THEN ?64 WHEN 63 THEN ?65 END,
-    (cp.v ->> 10) + 1, cp.v ->> 11), x''),
+    (cp.v ->> 1) + 1, cp.v ->> 2), x''),
   CASE WHEN cp.window > 0 THEN cp.dkey END,
-  CASE WHEN cp.window > 0 THEN cp.v ->> 2 END
+  CASE WHEN cp.window > 0 THEN cp.v ->> 0 END
 FROM ",
     admitted!(),
     "
@@ -126,6 +141,7 @@ RETURNING id"
 /// insert's seqs (the last `changes()` that AUTOINCREMENT handed out, as
 /// `COUNT_SENT` reads them). Clock-free, so it counts what the insert did.
 pub(super) const WRITTEN_PER_MEMBER: Statement = crate::statement!(concat!(
+    members!(),
     "SELECT cp.m, count(*) FROM ",
     admitted!(),
     "
@@ -138,29 +154,32 @@ GROUP BY cp.m"
 /// Step 4, every member's `READ_OUTCOME` in one: the same tagged rows
 /// behind the member's index (NULL: a row for every member).
 pub(super) const READ_OUTCOMES: Statement = crate::statement!(concat!(
-    "SELECT CAST(mj.key AS INTEGER), 0, CASE WHEN ",
+    members!(),
+    "SELECT mj.m, 0, CASE WHEN ",
     fingerprint!(),
-    " <> mj.value ->> 1 THEN 'topic_changed' WHEN ",
+    " <> mj.fingerprint THEN 'topic_changed' WHEN ",
     queue_missing!(),
     " THEN 'queue_missing' WHEN ",
     group_missing!(),
     " THEN 'group_required' ELSE 'ok' END, NULL, NULL, NULL
-FROM json_each(?1) mj
+FROM mj
 UNION ALL
 SELECT NULL, 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
-FROM (SELECT DISTINCT j.value ->> 0 AS queue, j.value ->> 1 AS dkey
-    FROM json_each(?1) mj, json_each(mj.value, '$[4]') j) k
+FROM (SELECT DISTINCT coalesce(j.value ->> 5, mj.name) AS queue,
+      coalesce(j.value ->> 6, j.value ->> 0) AS dkey
+    FROM mj, json_each(mj.copies) j) k
   JOIN queues q ON q.name = k.queue AND q.dedup_window_ms > 0
   JOIN dedup d ON d.queue = k.queue AND d.dedup_key = k.dkey
 UNION ALL
-SELECT CAST(mj.key AS INTEGER), 2, s.subscription, s.filter, s.revision, NULL
-FROM json_each(?1) mj JOIN subscriptions s ON s.topic = mj.value ->> 0
+SELECT mj.m, 2, s.subscription, s.filter, s.revision, NULL
+FROM mj JOIN subscriptions s ON s.topic = mj.name
 WHERE ",
     fingerprint!(),
-    " <> mj.value ->> 1
+    " <> mj.fingerprint
 UNION ALL
 SELECT NULL, 3, q.name, NULL, NULL, {now} FROM queues q
-WHERE q.name IN (SELECT DISTINCT j.value ->> 0 FROM json_each(?1) mj, json_each(mj.value, '$[4]') j)
+WHERE q.name IN (SELECT DISTINCT coalesce(j.value ->> 5, mj.name)
+    FROM mj, json_each(mj.copies) j)
   AND q.waiters_until > {now}"
 ));
 

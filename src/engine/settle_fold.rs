@@ -33,21 +33,23 @@ FROM json_each(?1) mj"
 
 /// Every member's `RECORD_RECEIPTS` in one: a `completed` receipt for each
 /// pair whose message is still locked by it with a live lease (the fence),
-/// returned with its queue.
-pub(super) const RECORD_RECEIPTS_FOLDED: Statement =
-    crate::statement!(const_format::concatcp!(
-        "\
+/// returned with its queue. Each member's queue and pairs are read from
+/// its JSON once (`mj`), not once a pair: reading the queue from the
+/// member's text parsed the whole member again for every pair.
+pub(super) const RECORD_RECEIPTS_FOLDED: Statement = crate::statement!(const_format::concatcp!(
+    "\
+WITH mj AS MATERIALIZED (SELECT value ->> 0 AS queue, value -> 1 AS pairs FROM json_each(?1))
 INSERT OR REPLACE INTO settlement_receipts
   (queue, seq_number, lock_token, operation, args, created_at, expires_at)
 SELECT m.queue, m.id, m.lock_token, 'completed', '', {now}, {now} + ",
-        RECEIPT_LIFETIME_MS,
-        "
-FROM json_each(?1) mj, json_each(mj.value, '$[1]') j
+    RECEIPT_LIFETIME_MS,
+    "
+FROM mj, json_each(mj.pairs) j
   CROSS JOIN messages m ON m.id = json_extract(j.value, '$[0]')
-WHERE m.queue = mj.value ->> 0 AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
+WHERE m.queue = mj.queue AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
   AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})
 RETURNING queue, seq_number, lock_token"
-    ));
+));
 
 /// Every member's `COMPLETE` in one: deletes the members' rows whose
 /// receipt now exists, returned with the token that settled them.
