@@ -7,7 +7,8 @@
 # with pgmq's reference HTTP adapter (mqlite-sidebyside; it installs Debian's
 # PostgreSQL and pgmq[fastapi] from PyPI when they are missing).
 # Then long-poll wake-up with and without the Durable Object wake hints
-# (mqlite-wake), and the Worker module's size and cold start (mqlite-module).
+# (mqlite-wake), the Worker module's size and cold start (mqlite-module), and
+# what one call to a Durable Object costs workerd (scripts/object-call-probe.py).
 # Extra arguments go to mqlite-bench, e.g. `make bench ARGS="--iterations 500"`;
 # SIDEBYSIDE_ARGS to mqlite-sidebyside, e.g. "--seconds 10 --requests 100".
 # With SQLD_BIN naming sqld, everything runs against sqld; without it, what
@@ -55,6 +56,8 @@ workerd_bin="$(find "$NPM_DIR/node_modules/@cloudflare" -path '*/workerd-linux-*
 [ -x "$workerd_bin" ] || die "no workerd binary under $NPM_DIR/node_modules/@cloudflare (wrangler's npm package ships it: rerun scripts/setup.sh)"
 log "the Worker's module: its size, its compilation, a fresh workerd's first answer"
 MQLITE_BENCH_WORKERD="$workerd_bin" bounded target/release/mqlite-module
+# What one call to a Durable Object costs workerd by itself: fetch against RPC.
+MQLITE_BENCH_WORKERD="$workerd_bin" bounded python3 scripts/object-call-probe.py
 
 if [ -z "$sqld" ]; then
   log "SKIPPED Worker CPU per RPC and throughput against pgmq's adapter: they run mqlite-edge on sqld (set SQLD_BIN)"
