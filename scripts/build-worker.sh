@@ -33,7 +33,7 @@ if [ "${MQLITE_SKIP_BUILD:-}" = 1 ] && [ -f build/worker/shim.mjs ]; then exit 0
 # that goes into the Worker changed since the last build.
 if [ -f build/worker/shim.mjs ] && [ -f build/index_bg.wasm ] \
    && [ -f build/assets/openapi.json ] \
-   && [ -z "$(find src console migrations openapi build.rs Cargo.toml Cargo.lock .cargo -newer build/index_bg.wasm -print -quit)" ]; then
+   && [ -z "$(find src console migrations openapi build.rs Cargo.toml Cargo.lock .cargo scripts/build-worker.sh -newer build/index_bg.wasm -print -quit)" ]; then
   log "Worker build is up to date"
   exit 0
 fi
@@ -51,6 +51,18 @@ export WASM_OPT_BIN="$NPM_DIR/node_modules/binaryen/bin/wasm-opt"
 # A target dir of its own: the wasm toolchain differs from the native one.
 export CARGO_TARGET_DIR="$REPO_ROOT/target/wasm"
 worker-build --release >&2 || die "worker-build failed"
+# Workers RPC reaches a Durable Object's methods only when its class extends
+# DurableObject, and worker-build exports QueueWaker as a plain class: the
+# Worker calls the object's `commit` method that way, at about half the
+# CPU of a fetch (src/worker_shell/waker.rs, docs/bench.md). The module
+# imports itself to reach its own export, whatever name esbuild gave it.
+grep -q ' as QueueWaker\b' build/index.js || die "build/index.js exports no QueueWaker"
+cat >> build/index.js <<'JS'
+import { DurableObject as MqliteDurableObject } from "cloudflare:workers";
+import { QueueWaker as MqliteQueueWaker } from "./index.js";
+Object.setPrototypeOf(MqliteQueueWaker.prototype, MqliteDurableObject.prototype);
+Object.setPrototypeOf(MqliteQueueWaker, MqliteDurableObject);
+JS
 # worker-build keeps the name section (function names: a tenth of the gzipped
 # module, parsed by every cold start). Dropped here; a panic's stack trace
 # then shows wasm-function[N] instead of names (docs/deviations.md).

@@ -32,6 +32,7 @@ pub mod migrate;
 pub mod native;
 mod program;
 mod rows;
+pub mod said;
 pub mod statement;
 pub mod transport;
 

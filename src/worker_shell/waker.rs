@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::pin::pin;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
@@ -21,6 +22,7 @@ use super::{body_bytes, describe, DatabaseFetch};
 use crate::engine::{Parked, PARK_MAX_MS};
 use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
 use crate::store::lone::IDLE_FOR_MS;
+use crate::store::said::{Said, ANSWER, LOST, RETRY, UNAVAILABLE};
 use crate::store::{Carried, Group, HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
@@ -66,6 +68,12 @@ enum Fault {
 /// (waiters re-check the database at least every `PARK_MAX_MS`).
 #[durable_object(fetch)]
 pub struct QueueWaker {
+    /// Shared with the `commit` calls in flight: a Workers RPC method's
+    /// future outlives the borrow of the object it was called on.
+    core: Rc<Core>,
+}
+
+struct Core {
     board: RefCell<Board<Waiting>>,
     coalescer: Coalescer,
     /// Every configured database: the queue's writes name theirs.
@@ -85,24 +93,24 @@ impl DurableObject for QueueWaker {
             Ok(v) if v == "drop-notify" => Fault::DropNotify,
             _ => Fault::None,
         };
-        QueueWaker {
+        let core = Core {
             board: RefCell::new(Board::default()),
             coalescer: Coalescer::default().folding(crate::engine::FOLDS),
             databases: DatabaseFetch::all_from_env(&|name| super::binding(&env, name))
                 .map(|all| all.into_iter().map(DatabaseFetch::copying_body).collect()),
             fault,
             last_write_ms: Cell::new(None),
+        };
+        QueueWaker {
+            core: Rc::new(core),
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
+    async fn fetch(&self, req: Request) -> Result<Response> {
         let url = req.inner().url();
         let target = crate::http::path_and_query(&url);
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        if path == "/commit" {
-            return self.commit(&mut req, query).await;
-        }
-        if self.fault == Fault::Error {
+        if self.core.fault == Fault::Error {
             return Response::error("wake fault injected", 500);
         }
         // Only this module writes these queries: plain `name=integer` pairs.
@@ -120,7 +128,7 @@ impl DurableObject for QueueWaker {
                 };
                 let (sender, woken) = oneshot::channel();
                 // The borrow ends before any await: calls interleave.
-                let parked = self.board.borrow_mut().park(since, Waiting(sender));
+                let parked = self.core.board.borrow_mut().park(since, Waiting(sender));
                 if parked.is_err() {
                     return Response::ok("woken");
                 }
@@ -135,10 +143,10 @@ impl DurableObject for QueueWaker {
                 let Some(at) = arg("at") else {
                     return Response::error("at is required", 400);
                 };
-                if matches!(self.fault, Fault::Drop | Fault::DropNotify) {
+                if matches!(self.core.fault, Fault::Drop | Fault::DropNotify) {
                     return Response::ok("0");
                 }
-                let woken = self.board.borrow_mut().notify(at);
+                let woken = self.core.board.borrow_mut().notify(at);
                 Response::ok(woken.to_string())
             }
             _ => Response::error("not found", 404),
@@ -146,36 +154,53 @@ impl DurableObject for QueueWaker {
     }
 }
 
+#[wasm_bindgen]
 impl QueueWaker {
-    /// One write program of this queue, run in the next batch. A write
-    /// that wakes (`x-mqlite-wakes: 1`) and committed wakes this board's
-    /// waiters at the batch's clock, so the Worker sends no hint for it
-    /// (the answer says `x-mqlite-group-woke: 1`).
-    async fn commit(&self, req: &mut Request, query: &str) -> Result<Response> {
+    /// `commit(db, pipeline, wakes)`, a Workers RPC method (the build makes
+    /// the class extend `DurableObject`, scripts/build-worker.sh): one write
+    /// program of this queue, for database `db`, run in the next batch
+    /// (docs/engine.md#group-commit). Answers `[said, body]` ([`Said`]).
+    /// An RPC call costs workerd about half of a `fetch` (docs/bench.md).
+    #[wasm_bindgen(js_name = commit)]
+    pub fn commit_call(
+        &self,
+        db: String,
+        pipeline: js_sys::Uint8Array,
+        wakes: bool,
+    ) -> js_sys::Promise {
+        let core = self.core.clone();
+        worker::wasm_bindgen_futures::future_to_promise(async move {
+            let (said, body) = core.commit(&db, &pipeline.to_vec(), wakes).await;
+            let answer = js_sys::Array::new();
+            answer.push(&JsValue::from_str(&said));
+            answer.push(&js_sys::Uint8Array::from(body.as_slice()));
+            Ok(answer.into())
+        })
+    }
+}
+
+impl Core {
+    /// Runs `pipeline` in the next batch for database `named`. A write that
+    /// wakes and committed wakes this board's waiters at the batch's clock,
+    /// so the Worker sends no hint for it.
+    async fn commit(&self, named: &str, pipeline: &[u8], wakes: bool) -> (String, Vec<u8>) {
         let databases = match (&self.databases, self.fault) {
-            (_, Fault::Error) => {
-                return verdict_response(GROUP_UNAVAILABLE, "fault injected", None)
-            }
-            (Err(e), _) => return verdict_response(GROUP_UNAVAILABLE, e, None),
+            (_, Fault::Error) => return unavailable("fault injected"),
+            (Err(e), _) => return unavailable(e),
             (Ok(databases), _) => databases,
         };
-        // `db=<name>`: the database the queue lives in, which never changes
+        // The database the queue lives in, which never changes
         // (docs/databases.md), so every write of this object names the same.
-        let named = query.strip_prefix("db=").unwrap_or_default();
         let Some(database) = databases.iter().find(|d| d.name == named) else {
-            return verdict_response(GROUP_UNAVAILABLE, "unknown database", None);
+            return unavailable("unknown database");
         };
         let arrived_ms = worker::Date::now().as_millis();
         let written_recently = self
             .last_write_ms
             .replace(Some(arrived_ms))
             .is_some_and(|at| arrived_ms.saturating_sub(at) < IDLE_FOR_MS);
-        let wakes = req.headers().get(WAKES)?.is_some_and(|v| v == "1");
-        // One `arrayBuffer()`: `text()` would decode the pipeline into a JS
-        // string only for it to be encoded back into wasm memory.
-        let body = req.bytes().await?;
-        let Ok(body) = std::str::from_utf8(&body) else {
-            return verdict_response(GROUP_UNAVAILABLE, "a pipeline that is not UTF-8", None);
+        let Ok(body) = std::str::from_utf8(pipeline) else {
+            return unavailable("a pipeline that is not UTF-8");
         };
         let submitted = self.coalescer.submit(database, body, wakes).await;
         // Before this write's own commit wakes them.
@@ -195,70 +220,34 @@ impl QueueWaker {
             && !written_recently
             && self.coalescer.idle()
             && !parked;
-        let mut response = match verdict {
-            Verdict::Answer(reply) => verdict_response(GROUP_ANSWER, "", Some(reply)),
-            Verdict::Retry(m) => verdict_response(GROUP_RETRY, &m, None),
-            Verdict::Lost(m) => verdict_response(GROUP_LOST, &m, None),
-            Verdict::Invalid(m) => verdict_response(GROUP_UNAVAILABLE, &m, None),
-        }?;
-        if let Carried::Batch {
-            members,
-            first,
-            folded,
-        } = carried
-        {
-            let headers = response.headers_mut();
-            headers.set(GROUP_MEMBERS, &members.to_string())?;
-            headers.set(GROUP_FIRST, if first { "1" } else { "0" })?;
-            headers.set(GROUP_FOLDED, if folded { "1" } else { "0" })?;
-        }
-        if woke {
-            response.headers_mut().set(GROUP_WOKE, "1")?;
-        }
-        if idle {
-            response.headers_mut().set(GROUP_IDLE, "1")?;
-        }
-        Ok(response)
+        let (verdict, status, body) = match verdict {
+            Verdict::Answer(reply) => (ANSWER, reply.status, reply.body),
+            Verdict::Retry(m) => (RETRY, 0, m.into_bytes()),
+            Verdict::Lost(m) => (LOST, 0, m.into_bytes()),
+            Verdict::Invalid(m) => (UNAVAILABLE, 0, m.into_bytes()),
+        };
+        let said = Said {
+            verdict,
+            status,
+            carried,
+            woke,
+            idle,
+        };
+        (said.to_string(), body)
     }
 }
 
-/// The header a `/commit` answer carries its verdict in; an answer
-/// without it (the runtime failing the object) proves nothing.
-const GROUP_VERDICT: &str = "x-mqlite-group";
-/// The database's own status, beside an `answer` verdict.
-const GROUP_DB_STATUS: &str = "x-mqlite-db-status";
-/// How many writes the batch carried (Observe, `/metrics`).
-const GROUP_MEMBERS: &str = "x-mqlite-group-members";
-/// `1` on the answer to the batch's first member, which counts the batch.
-const GROUP_FIRST: &str = "x-mqlite-group-first";
-/// `1` when the write was folded with others of its kind.
-const GROUP_FOLDED: &str = "x-mqlite-group-folded";
-/// `1` when the object woke the queue's waiters on this write's commit.
-const GROUP_WOKE: &str = "x-mqlite-group-woke";
-/// `1` when the write went alone, no other reached the object within
-/// `IDLE_FOR_MS` before it, nothing waits behind it and no waiter was
-/// parked: the queue is idle (`store::lone`).
-const GROUP_IDLE: &str = "x-mqlite-group-idle";
-/// On a `/commit` call: `1` when the write's commit can make messages
-/// claimable (`store::Group::wakes`).
-const WAKES: &str = "x-mqlite-wakes";
-const GROUP_ANSWER: &str = "answer";
-const GROUP_RETRY: &str = "retry";
-const GROUP_LOST: &str = "lost";
-/// The object will not run it (no database configured, a fault): the
-/// Worker sends it directly.
-const GROUP_UNAVAILABLE: &str = "unavailable";
-
-fn verdict_response(verdict: &str, detail: &str, reply: Option<HttpReply>) -> Result<Response> {
-    let (status, body) = match reply {
-        Some(reply) => (reply.status, reply.body),
-        None => (0, detail.as_bytes().to_vec()),
+/// A `commit` answer for a write the object will not run: the Worker sends
+/// it directly.
+fn unavailable(detail: &str) -> (String, Vec<u8>) {
+    let said = Said {
+        verdict: UNAVAILABLE,
+        status: 0,
+        carried: Carried::Direct,
+        woke: false,
+        idle: false,
     };
-    let mut response = Response::from_bytes(body)?;
-    let headers = response.headers_mut();
-    headers.set(GROUP_VERDICT, verdict)?;
-    headers.set(GROUP_DB_STATUS, &status.to_string())?;
-    Ok(response)
+    (said.to_string(), detail.as_bytes().to_vec())
 }
 
 /// Whether the `MQLITE_COALESCE` value leaves group commit on (unset: on).
@@ -266,11 +255,11 @@ pub fn coalescing_on(switch: Option<String>) -> bool {
     switched_on(switch)
 }
 
-/// A Durable Object stub called with a URL and an init: `worker` binds
+/// A Durable Object stub, called with a URL and an init (`worker` binds
 /// only `fetch(request)`, and its `Response` reads a body through a stream
-/// reader whose release throws (and captures the stack of) a `TypeError`
-/// on every call (docs/bench.md, "What perf found"); these calls are on
-/// every grouped write's path.
+/// reader whose release throws, and captures the stack of, a `TypeError`
+/// on every call: docs/bench.md, "What perf found") or through a method
+/// of the object's (Workers RPC), as every grouped write is.
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(extends = js_sys::Object)]
@@ -282,6 +271,15 @@ extern "C" {
         url: &str,
         init: &web_sys::RequestInit,
     ) -> std::result::Result<js_sys::Promise, JsValue>;
+
+    /// [`QueueWaker::commit_call`], through the stub (Workers RPC).
+    #[wasm_bindgen(method, catch, js_name = commit)]
+    fn commit_call(
+        this: &ObjectStub,
+        db: &str,
+        pipeline: &js_sys::Uint8Array,
+        wakes: bool,
+    ) -> std::result::Result<js_sys::Promise, JsValue>;
 }
 
 /// The binding's namespace as the platform hands it over.
@@ -290,28 +288,21 @@ fn namespace(env: &Env) -> Option<DurableObjectNamespace> {
     Some(JsValue::from(namespace).unchecked_into())
 }
 
-/// Starts one `POST` of `body` to `url` on `queue`'s object (`wakes`:
-/// with the header saying its commit can make messages claimable); `None`
-/// when no call could be made (no stub, no headers): nothing was sent.
+/// `queue`'s object, as the stub that calls it.
+fn stub(namespace: &DurableObjectNamespace, queue: &str) -> Option<ObjectStub> {
+    Some(namespace.get_by_name(queue).ok()?.unchecked_into())
+}
+
+/// Starts one `POST` to `url` on `queue`'s object; `None` when no call
+/// could be made (no stub): nothing was sent.
 fn post_to_object(
     namespace: &DurableObjectNamespace,
     queue: &str,
     url: &str,
-    body: &[u8],
-    wakes: bool,
 ) -> Option<std::result::Result<js_sys::Promise, JsValue>> {
-    let stub: ObjectStub = namespace.get_by_name(queue).ok()?.unchecked_into();
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
-    if !body.is_empty() {
-        init.set_body(&js_sys::Uint8Array::from(body));
-    }
-    if wakes {
-        let headers = web_sys::Headers::new().ok()?;
-        headers.set(WAKES, "1").ok()?;
-        init.set_headers(&headers);
-    }
-    Some(stub.fetch_with_init(url, &init))
+    Some(stub(namespace, queue)?.fetch_with_init(url, &init))
 }
 
 /// The object's answer to a call [`post_to_object`] started. Unbounded:
@@ -327,8 +318,8 @@ async fn object_answer(
 #[derive(Clone)]
 pub struct Committer {
     namespace: DurableObjectNamespace,
-    /// The object's path for this database's writes (`/commit?db=<name>`).
-    path: String,
+    /// The database these writes go to, by its name (docs/databases.md).
+    db: String,
     /// Bound on one call: the batch before it and its own.
     timeout_ms: u64,
 }
@@ -356,7 +347,7 @@ impl Committer {
         }
         namespace(env).map(|namespace| Committer {
             namespace,
-            path: format!("{ORIGIN}/commit?db={}", database.name),
+            db: database.name.clone(),
             timeout_ms: 2 * database.timeout_ms + PARK_SLACK_MS,
         })
     }
@@ -366,46 +357,27 @@ impl Committer {
         if body.len() > MEMBER_MAX_BYTES {
             return Grouped::Direct;
         }
-        let Some(call) = post_to_object(
-            &self.namespace,
-            group.queue,
-            &self.path,
-            body.as_bytes(),
-            group.wakes,
-        ) else {
+        let Some(stub) = stub(&self.namespace, group.queue) else {
             return Grouped::Direct;
         };
+        let pipeline = js_sys::Uint8Array::from(body.as_bytes());
+        let call = stub.commit_call(&self.db, &pipeline, group.wakes);
         let exchange = async {
-            let response = match object_answer(call).await {
-                Ok(response) => response,
+            let answer = match call {
+                Ok(call) => JsFuture::from(call).await,
+                Err(e) => Err(e),
+            };
+            let answer = match answer {
+                Ok(answer) => answer,
                 // The platform refused the call before the object saw it (a
                 // plan limit, an overloaded object): nothing ran.
-                Err(e) if refused_before_delivery(&describe(&e)) => return Ok(None),
-                Err(e) => {
-                    return Err(TransportError::AnswerLost(format!(
-                        "group commit object: {}",
-                        describe(&e)
-                    )))
-                }
+                Err(e) if refused_before_delivery(&describe(&e)) => return None,
+                Err(e) => return Some(Err(describe(&e))),
             };
-            let headers = response.headers();
-            let header = |name: &str| headers.get(name).ok().flatten();
-            let verdict = header(GROUP_VERDICT);
-            let db_status = header(GROUP_DB_STATUS).and_then(|s| s.parse::<u16>().ok());
-            let carried = match header(GROUP_MEMBERS).and_then(|s| s.parse::<u32>().ok()) {
-                Some(members) => Carried::Batch {
-                    members,
-                    first: header(GROUP_FIRST).is_some_and(|f| f == "1"),
-                    folded: header(GROUP_FOLDED).is_some_and(|f| f == "1"),
-                },
-                None => Carried::Direct,
-            };
-            let woke = header(GROUP_WOKE).is_some_and(|w| w == "1");
-            let idle = header(GROUP_IDLE).is_some_and(|w| w == "1");
-            let body = body_bytes(&response).await.map_err(|e| {
-                TransportError::AnswerLost(format!("group commit answer: {}", describe(&e)))
-            })?;
-            Ok(Some((verdict, db_status, body, carried, woke, idle)))
+            let answer = js_sys::Array::from(&answer);
+            let said = answer.get(0).as_string();
+            let body = answer.get(1).dyn_into::<js_sys::Uint8Array>().ok();
+            Some(Ok((said, body.map(|b| b.to_vec()))))
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
@@ -417,16 +389,33 @@ impl Committer {
                 )))
             }
         };
-        let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
-        let (verdict, db_status, body, carried, woke, idle) = match answer {
-            Err(e) => return Grouped::failed(e),
-            Ok(None) => return Grouped::Direct,
-            Ok(Some(answer)) => answer,
+        let (said, body) = match answer {
+            None => return Grouped::Direct,
+            Some(Err(e)) => {
+                return Grouped::failed(TransportError::AnswerLost(format!(
+                    "group commit object: {e}"
+                )))
+            }
+            Some(Ok((Some(said), Some(body)))) => (said, body),
+            Some(Ok(_)) => {
+                return Grouped::failed(TransportError::AnswerLost(
+                    "group commit object: an answer without its verdict".into(),
+                ))
+            }
         };
-        let outcome = match (verdict.as_deref(), db_status) {
-            (Some(GROUP_ANSWER), Some(status)) => Ok(HttpReply { status, body }),
-            (Some(GROUP_RETRY), _) => Err(TransportError::NotSent(text(&body))),
-            (Some(GROUP_UNAVAILABLE), _) => return Grouped::Direct,
+        let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
+        let Some(said) = Said::parse(&said) else {
+            return Grouped::failed(TransportError::AnswerLost(format!(
+                "group commit object: {said}"
+            )));
+        };
+        let outcome = match said.verdict {
+            ANSWER => Ok(HttpReply {
+                status: said.status,
+                body,
+            }),
+            RETRY => Err(TransportError::NotSent(text(&body))),
+            UNAVAILABLE => return Grouped::Direct,
             _ => Err(TransportError::AnswerLost(format!(
                 "group commit object: {}",
                 text(&body).chars().take(200).collect::<String>()
@@ -434,9 +423,9 @@ impl Committer {
         };
         Grouped::Outcome {
             outcome,
-            carried,
-            woke,
-            idle,
+            carried: said.carried,
+            woke: said.woke,
+            idle: said.idle,
         }
     }
 }
@@ -508,13 +497,7 @@ impl Waker {
 
     /// One bounded call to `queue`'s object: its answer text on a 200.
     async fn call(&self, queue: &str, path: &str, timeout_ms: u64) -> Option<String> {
-        let call = post_to_object(
-            &self.namespace,
-            queue,
-            &format!("{ORIGIN}{path}"),
-            &[],
-            false,
-        )?;
+        let call = post_to_object(&self.namespace, queue, &format!("{ORIGIN}{path}"))?;
         let exchange = async {
             let response = object_answer(call).await.ok()?;
             if response.status() != 200 {
