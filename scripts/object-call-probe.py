@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """What one call to a Durable Object costs workerd by itself (docs/bench.md,
-"Shared hops, tried and not kept"): no wasm, no database, only the call.
+step 7 and "The object's `commit` as a Workers RPC method"): no wasm, no
+database, only the call.
 
 Usage: MQLITE_BENCH_WORKERD=/path/to/workerd python3 scripts/object-call-probe.py [N]
 
 A plain JavaScript Worker with one Durable Object class runs on a fresh
 workerd. Each request to it makes N calls to one object in a row, with a
-4 KB body and an answer of 512 bytes and a few headers, the shape of a
-grouped write's `/commit` call; four such requests run at once. Three ways:
-`noop` (the loop alone), `fetch` (`stub.fetch`, as the Worker calls its
-queue's object today) and `rpc` (a method called on the stub, the
-Workers RPC a class that extends `DurableObject` takes). Printed: workerd's
+4 KB body and an answer of 512 bytes and a few headers, the shape a
+grouped write's call to its object had as a `fetch`; four such requests run
+at once. Three ways: `noop` (the loop alone), `fetch` (`stub.fetch`, as the
+Worker's wake hints still go) and `rpc` (a method called on the stub, the
+Workers RPC a class that extends `DurableObject` takes, as grouped writes
+go). Printed: workerd's
 CPU (utime + stime of its process) per call, each way measured twice,
 interleaved.
 """

@@ -368,16 +368,25 @@ impl Committer {
                 Err(e) => Err(e),
             };
             let answer = match answer {
-                Ok(answer) => answer,
+                Ok(answer) => js_sys::Array::from(&answer),
                 // The platform refused the call before the object saw it (a
                 // plan limit, an overloaded object): nothing ran.
-                Err(e) if refused_before_delivery(&describe(&e)) => return None,
-                Err(e) => return Some(Err(describe(&e))),
+                Err(e) if refused_before_delivery(&describe(&e)) => return Ok(None),
+                Err(e) => {
+                    return Err(TransportError::AnswerLost(format!(
+                        "group commit object: {}",
+                        describe(&e)
+                    )))
+                }
             };
-            let answer = js_sys::Array::from(&answer);
             let said = answer.get(0).as_string();
             let body = answer.get(1).dyn_into::<js_sys::Uint8Array>().ok();
-            Some(Ok((said, body.map(|b| b.to_vec()))))
+            match (said, body) {
+                (Some(said), Some(body)) => Ok(Some((said, body.to_vec()))),
+                _ => Err(TransportError::AnswerLost(
+                    "group commit object: an answer without its verdict".into(),
+                )),
+            }
         };
         let timeout = worker::Delay::from(Duration::from_millis(self.timeout_ms));
         let answer = match select(pin!(exchange), pin!(timeout)).await {
@@ -390,18 +399,9 @@ impl Committer {
             }
         };
         let (said, body) = match answer {
-            None => return Grouped::Direct,
-            Some(Err(e)) => {
-                return Grouped::failed(TransportError::AnswerLost(format!(
-                    "group commit object: {e}"
-                )))
-            }
-            Some(Ok((Some(said), Some(body)))) => (said, body),
-            Some(Ok(_)) => {
-                return Grouped::failed(TransportError::AnswerLost(
-                    "group commit object: an answer without its verdict".into(),
-                ))
-            }
+            Err(e) => return Grouped::failed(e),
+            Ok(None) => return Grouped::Direct,
+            Ok(Some(answer)) => answer,
         };
         let text = |body: &[u8]| String::from_utf8_lossy(body).into_owned();
         let Some(said) = Said::parse(&said) else {
