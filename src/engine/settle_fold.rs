@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::settle::{COMPLETE, LIVE_RECEIPTS, RECEIPT_LIFETIME_MS, RECORD_RECEIPTS};
 use crate::store::fold::{
-    int_cell, read_each, statement_json, text_cell, Fold, Rows, SentStatement,
+    int_cell, read_each, statement_json, text_cell, value, Fold, Rows, SentStatement,
 };
 use crate::store::hrana::Value;
 use crate::store::Statement;
@@ -33,7 +33,9 @@ FROM json_each(?1) mj"
 
 /// Every member's `RECORD_RECEIPTS` in one: a `completed` receipt for each
 /// pair whose message is still locked by it with a live lease (the fence),
-/// returned with its queue. Each member's queue and pairs are read from
+/// returned with its queue, or NULL for the first member's (`?2`): every
+/// member of an object's batch names the same queue, and the cell is a
+/// quarter of the row. Each member's queue and pairs are read from
 /// its JSON once (`mj`), not once a pair: reading the queue from the
 /// member's text parsed the whole member again for every pair.
 pub(super) const RECORD_RECEIPTS_FOLDED: Statement = crate::statement!(const_format::concatcp!(
@@ -48,19 +50,25 @@ FROM mj, json_each(mj.pairs) j
   CROSS JOIN messages m ON m.id = json_extract(j.value, '$[0]')
 WHERE m.queue = mj.queue AND m.state = 'locked' AND m.lock_token = json_extract(j.value, '$[1]')
   AND m.locked_until > {now} AND (m.expires_at = 0 OR m.expires_at > {now})
-RETURNING queue, seq_number, lock_token"
+RETURNING nullif(queue, ?2), seq_number, lock_token"
 ));
 
-/// Every member's `COMPLETE` in one: deletes the members' rows whose
-/// receipt now exists, returned with the token that settled them.
+/// Every member's `COMPLETE` in one: deletes the rows among `?1` (the
+/// members' seq numbers, one flat array: the tokens are the receipts'
+/// business) whose receipt now exists. A deleted row was locked (the
+/// `state` a lone Complete returns) and its receipt was written by
+/// [`RECORD_RECEIPTS_FOLDED`] just before: a `completed` receipt is only
+/// ever written beside the delete of its row, so a locked row with one
+/// is this run's. Only the id comes back; the unfold finds its member
+/// among the recorded rows.
 pub(super) const COMPLETE_FOLDED: Statement = crate::statement!(
     "DELETE FROM messages
-WHERE id IN (SELECT json_extract(j.value, '$[0]') FROM json_each(?1) mj, json_each(mj.value, '$[1]') j)
+WHERE id IN (SELECT value FROM json_each(?1))
   AND +state = 'locked'
   AND EXISTS (SELECT 1 FROM settlement_receipts r WHERE r.queue = messages.queue
     AND r.seq_number = messages.id AND r.lock_token = messages.lock_token
     AND r.operation = 'completed' AND r.args = '')
-RETURNING id, state, lock_token"
+RETURNING id"
 );
 
 /// The most Completes one run settles.
@@ -113,10 +121,70 @@ impl<'a> MemberComplete<'a> {
             clock: live.args[4],
         })
     }
+}
 
-    fn holds(&self, seq: i64, token: &str) -> bool {
-        self.pairs.iter().any(|(s, t)| *s == seq && t == token)
+/// Every member's pairs by seq, so a returned row finds the members that
+/// named it without walking every member's pairs (a run of 64
+/// CompleteBatches of 64 returns 4,096 rows).
+struct Holders(Vec<(i64, usize, usize)>);
+
+impl Holders {
+    fn of(completes: &[MemberComplete]) -> Self {
+        let mut at: Vec<(i64, usize, usize)> = completes
+            .iter()
+            .enumerate()
+            .flat_map(|(m, c)| {
+                c.pairs
+                    .iter()
+                    .enumerate()
+                    .map(move |(p, (seq, _))| (*seq, m, p))
+            })
+            .collect();
+        at.sort_unstable();
+        Holders(at)
     }
+
+    /// Where `seq`'s pairs stand (by member, in order).
+    fn range(&self, seq: i64) -> std::ops::Range<usize> {
+        let start = self.0.partition_point(|(s, _, _)| *s < seq);
+        let len = self.0[start..]
+            .iter()
+            .take_while(|(s, _, _)| *s == seq)
+            .count();
+        start..start + len
+    }
+
+    /// The entries of the members (in order, each once) that named
+    /// `(seq, token)`.
+    fn of_pair(&self, completes: &[MemberComplete], seq: i64, token: &str) -> Vec<usize> {
+        let mut entries: Vec<usize> = Vec::new();
+        for at in self.range(seq) {
+            let (_, m, p) = self.0[at];
+            let named = completes
+                .get(m)
+                .and_then(|c| c.pairs.get(p))
+                .is_some_and(|(_, t)| t == token);
+            let again = entries.last().is_some_and(|&e| self.0[e].1 == m);
+            if named && !again {
+                entries.push(at);
+            }
+        }
+        entries
+    }
+}
+
+/// The first member's queue, which a recorded row leaves out as NULL.
+fn first_queue(completes: &[MemberComplete]) -> Option<String> {
+    completes.first().map(|c| c.queue.clone())
+}
+
+/// `text` as a bound text value.
+fn text_arg(text: &str) -> Option<Box<RawValue>> {
+    let value = serde_json::to_string(&Value::Text {
+        value: text.to_owned(),
+    })
+    .ok()?;
+    RawValue::from_string(value).ok()
 }
 
 impl Fold for CompleteFold {
@@ -146,10 +214,19 @@ impl Fold for CompleteFold {
         })
         .ok()?;
         let members_arg = RawValue::from_string(members_arg).ok()?;
+        let first_queue = text_arg(&first.queue)?;
+        let seqs: Vec<i64> = completes
+            .iter()
+            .flat_map(|c| c.pairs.iter().map(|(seq, _)| *seq))
+            .collect();
+        let seqs_arg = text_arg(&serde_json::to_string(&seqs).ok()?)?;
         Some(vec![
             statement_json(LIVE_RECEIPTS_FOLDED.sql, vec![&members_arg, first.clock])?,
-            statement_json(RECORD_RECEIPTS_FOLDED.sql, vec![&members_arg, first.clock])?,
-            statement_json(COMPLETE_FOLDED.sql, vec![&members_arg])?,
+            statement_json(
+                RECORD_RECEIPTS_FOLDED.sql,
+                vec![&members_arg, &first_queue, first.clock],
+            )?,
+            statement_json(COMPLETE_FOLDED.sql, vec![&seqs_arg])?,
         ])
     }
 
@@ -173,27 +250,40 @@ impl Fold for CompleteFold {
             let m = usize::try_from(int_cell(whose)?).ok()?;
             *own_live.get_mut(m)? = Some(vec![*check, *pairs]);
         }
+        let holders = Holders::of(&completes);
         let mut own_recorded = vec![Vec::new(); completes.len()];
+        // The pairs whose member was told of its receipt.
+        let mut told = vec![false; holders.0.len()];
         for row in &recorded.rows {
             let [queue, seq, token] = row.as_slice() else {
                 return None;
             };
-            let (queue, seq, token) = (text_cell(queue)?, int_cell(seq)?, text_cell(token)?);
-            for (c, own) in completes.iter().zip(own_recorded.iter_mut()) {
-                if c.queue == queue && c.holds(seq, &token) {
-                    own.push(vec![row[1], row[2]]);
+            let queue = match text_cell(queue) {
+                Some(queue) => queue,
+                None if matches!(value(queue)?, Value::Null) => first_queue(&completes)?,
+                None => return None,
+            };
+            let (seq, token) = (int_cell(seq)?, text_cell(token)?);
+            for at in holders.of_pair(&completes, seq, &token) {
+                let m = holders.0[at].1;
+                if completes[m].queue == queue {
+                    own_recorded.get_mut(m)?.push(vec![row[1], row[2]]);
+                    told[at] = true;
                 }
             }
         }
-        // A deleted row is the first holder's: after it, the row was gone.
+        // A deleted row is the first told member's: after it, the row was
+        // gone.
         let mut own_deleted = vec![Vec::new(); completes.len()];
+        let locked = RawValue::from_string(r#"{"type":"text","value":"locked"}"#.into()).ok()?;
         for row in &deleted.rows {
-            let [id, state, token] = row.as_slice() else {
+            let [id] = row.as_slice() else {
                 return None;
             };
-            let (seq, token) = (int_cell(id)?, text_cell(token)?);
-            let holder = completes.iter().position(|c| c.holds(seq, &token))?;
-            own_deleted.get_mut(holder)?.push(vec![*id, *state]);
+            let at = holders.range(int_cell(id)?).find(|&at| told[at])?;
+            own_deleted
+                .get_mut(holders.0[at].1)?
+                .push(vec![*id, &*locked]);
         }
         own_live
             .into_iter()
@@ -305,5 +395,90 @@ mod tests {
         let mut args = shared();
         args[1] = json!({"type": "text", "value": "not pairs"});
         assert!(!accepted(&complete(&args)), "unreadable pairs");
+    }
+
+    fn member(queue: &str, pairs: &str) -> Vec<Box<RawValue>> {
+        let mut args = shared();
+        args[0] = json!({"type": "text", "value": queue});
+        args[1] = json!({"type": "text", "value": pairs});
+        complete(&args)
+    }
+
+    /// The run sends the pairs twice and the delete only the seqs; the
+    /// receipts come back with NULL for the first member's queue, the
+    /// deleted rows as bare ids. Each member gets the rows a lone Complete
+    /// would have: its receipts (of its own queue only) and the rows
+    /// deleted for it, the first to name a pair, as `[id, 'locked']`.
+    #[test]
+    fn the_run_carries_seqs_once_and_each_member_finds_its_rows() {
+        let members = [
+            member("q", r#"[[1,"t"],[2,"u"]]"#),
+            member("r", r#"[[1,"t"]]"#),
+            member("q", r#"[[2,"u"],[3,"v"],[2,"u"]]"#),
+        ];
+        let refs: Vec<Vec<&RawValue>> = members
+            .iter()
+            .map(|m| m.iter().map(|s| &**s).collect())
+            .collect();
+        let run = CompleteFold.fold(&refs).expect("folds");
+        let args = |i: usize| {
+            let v: serde_json::Value = serde_json::from_str(&run[i]).expect("json");
+            v["args"].clone()
+        };
+        assert_eq!(args(1)[1], json!({"type": "text", "value": "q"}));
+        assert_eq!(args(2), json!([{"type": "text", "value": "[1,2,1,2,3,2]"}]));
+        let int = |n: i64| json!({"type": "integer", "value": n.to_string()});
+        let text = |t: &str| json!({"type": "text", "value": t});
+        let nul = || json!({"type": "null"});
+        let live = json!({"rows": [[text("0"), int(0), text("[]")], [text("0"), int(1), text("[]")],
+                                    [text("0"), int(2), text("[]")]]});
+        // Message 1 is queue q's: the receipt written for the first member
+        // (twice, once per pair naming it: INSERT OR REPLACE), none for r's.
+        let recorded = json!({"rows": [[nul(), int(1), text("t")], [nul(), int(2), text("u")],
+                                        [nul(), int(2), text("u")], [text("s"), int(3), text("v")]]});
+        let deleted = json!({"rows": [[int(2)], [int(1)]]});
+        let results: Vec<Box<RawValue>> = [live, recorded, deleted]
+            .iter()
+            .map(|r| RawValue::from_string(r.to_string()).expect("json"))
+            .collect();
+        let results: Vec<&RawValue> = results.iter().map(|r| &**r).collect();
+        let answers = CompleteFold.unfold(&refs, &results).expect("unfolds");
+        let rows = |m: usize, step: usize| {
+            let v: serde_json::Value = serde_json::from_str(&answers[m][step]).expect("json");
+            v["rows"].clone()
+        };
+        let locked = text("locked");
+        assert_eq!(
+            rows(0, 1),
+            json!([
+                [int(1), text("t")],
+                [int(2), text("u")],
+                [int(2), text("u")]
+            ])
+        );
+        assert_eq!(
+            rows(0, 2),
+            json!([[int(2), (locked.clone())], [int(1), (locked.clone())]])
+        );
+        assert_eq!(
+            rows(1, 1),
+            json!([]),
+            "queue r holds no receipt of q's message"
+        );
+        assert_eq!(rows(1, 2), json!([]));
+        assert_eq!(
+            rows(2, 1),
+            json!([[int(2), text("u")], [int(2), text("u")]])
+        );
+        assert_eq!(
+            rows(2, 2),
+            json!([]),
+            "message 2 was deleted for the first member"
+        );
+        // A deleted row no member's receipt names does not add up.
+        let stray = RawValue::from_string(json!({"rows": [[int(9)]]}).to_string()).expect("json");
+        let mut broken = results.clone();
+        broken[2] = &stray;
+        assert!(CompleteFold.unfold(&refs, &broken).is_none());
     }
 }
