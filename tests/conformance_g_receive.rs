@@ -707,3 +707,106 @@ async fn c216_a_replay_deletes_nothing_even_when_its_messages_are_active_again()
     assert_eq!(taken[0]["delivery_count"], 2);
     assert_eq!(api.stats("q").await["total"], 0);
 }
+
+/// Every metadata field, with characters JSON must escape, comes back from
+/// every claim shape exactly as it was sent: the claimed row's fields
+/// travel packed in one JSON array (docs/engine.md, "What a Receive
+/// answers"), escaped by SQLite and unescaped by the engine.
+#[tokio::test]
+async fn c095_metadata_round_trips_through_every_claim_shape() {
+    let api = Api::new(&[]);
+    api.create_queue("q", json!({})).await;
+    let tricky = "q\"uo\\te/\n\t\u{1}\u{7f} é 😀 \u{2028}";
+    let properties = json!({"k\"\\": tricky, "ü": ""});
+    let sent = |n: usize| {
+        (0..n)
+            .map(|i| {
+                json!({"body": b64(&format!("b{i}")), "message_id": format!("{tricky}{i}"),
+                    "correlation_id": tricky, "reply_to": tricky, "subject": tricky,
+                    "content_type": tricky, "properties": properties})
+            })
+            .collect::<Vec<_>>()
+    };
+    let same = |got: &[Value], n: usize, how: &str| {
+        assert_eq!(got.len(), n, "{how}");
+        for m in got {
+            for field in ["correlation_id", "reply_to", "subject", "content_type"] {
+                assert_eq!(m[field], tricky, "{how}: {field}");
+            }
+            assert!(
+                m["message_id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with(tricky)),
+                "{how}: {m}"
+            );
+            assert_eq!(m["properties"], properties, "{how}");
+            assert_eq!(m["delivery_count"], 1, "{how}");
+        }
+    };
+    let shapes = [
+        ("one, peek-lock", json!({"queue":"q"}), 1),
+        (
+            "several, peek-lock",
+            json!({"queue":"q","max_messages":3}),
+            3,
+        ),
+        (
+            "one, receive-and-delete",
+            json!({"queue":"q","receive_mode":1}),
+            1,
+        ),
+        (
+            "several, receive-and-delete",
+            json!({"queue":"q","receive_mode":1,"max_messages":3}),
+            3,
+        ),
+        (
+            "peek-lock with an attempt id",
+            json!({"queue":"q","max_messages":2,"receive_attempt_id":"A"}),
+            2,
+        ),
+        (
+            "receive-and-delete with an attempt id",
+            json!({"queue":"q","receive_mode":1,"max_messages":2,"receive_attempt_id":"B"}),
+            2,
+        ),
+    ];
+    for (how, request, n) in shapes {
+        api.ok("QueueService/Send", json!({"queue":"q","messages":sent(n)}))
+            .await;
+        let got = receive(&api, request).await;
+        same(&got, n, how);
+        if got[0].get("lock_token").is_some() {
+            for m in &got {
+                assert_eq!(complete(&api, "q", m).await.0, 200, "{how}");
+            }
+        }
+    }
+    // A deferred message, taken back by its seq number.
+    api.ok("QueueService/Send", json!({"queue":"q","messages":sent(1)}))
+        .await;
+    let got = receive(&api, json!({"queue":"q"})).await;
+    api.ok(
+        "QueueService/Defer",
+        json!({"queue":"q","seq_number":got[0]["seq_number"],"lock_token":got[0]["lock_token"]}),
+    )
+    .await;
+    let again = messages(
+        &api.ok(
+            "QueueService/ReceiveDeferred",
+            json!({"queue":"q","seq_numbers":[got[0]["seq_number"]]}),
+        )
+        .await,
+    );
+    assert_eq!(again.len(), 1);
+    for field in [
+        "correlation_id",
+        "reply_to",
+        "subject",
+        "content_type",
+        "message_id",
+    ] {
+        assert_eq!(again[0][field], got[0][field], "deferred: {field}");
+    }
+    assert_eq!(again[0]["properties"], properties, "deferred");
+}

@@ -192,8 +192,71 @@ macro_rules! with_one_candidate {
     };
 }
 
+/// A leased row as a claim returns it, `$t` naming the table (`""` or
+/// `"messages."`): the body, every other field but the token packed in one
+/// JSON array (one cell instead of eleven, most of them NULL: a Receive of
+/// 64 answers about 40 % fewer bytes, docs/bench.md), and the lock token on
+/// its own, where the fold finds whose row it is. Read by [`received`].
+macro_rules! leased_columns {
+    ($t:literal) => {
+        concat!(
+            $t,
+            "body, ",
+            $crate::engine::receive::packed_fields!($t, "delivery_count"),
+            ", ",
+            $t,
+            "locked_until), ",
+            $t,
+            "lock_token"
+        )
+    };
+}
+pub(super) use leased_columns;
+
+/// A row taken by receive-and-delete as it is delivered (one more
+/// delivery, no lease, no token): the body and the packed fields of
+/// [`leased_columns`].
+macro_rules! taken_columns {
+    () => {
+        concat!("body, ", packed_fields!("", "delivery_count + 1"), ")")
+    };
+}
+
+/// The opening of the packed array (left open for a lease deadline):
+/// seq, delivery count `$delivery`, enqueue time, then the metadata in
+/// [`PackedFields`]' order.
+macro_rules! packed_fields {
+    ($t:literal, $delivery:literal) => {
+        concat!(
+            "json_array(",
+            $t,
+            "id, ",
+            $t,
+            $delivery,
+            ", ",
+            $t,
+            "enqueued_at, ",
+            $t,
+            "message_id, ",
+            $t,
+            "group_id, ",
+            $t,
+            "correlation_id, ",
+            $t,
+            "reply_to, ",
+            $t,
+            "subject, ",
+            $t,
+            "content_type, ",
+            $t,
+            "properties"
+        )
+    };
+}
+pub(super) use packed_fields;
+
 /// Locks the single pick; `?3` is the JSON array holding its lock token.
-pub(super) const CLAIM_ONE: Statement = crate::statement!(with_one_candidate!(
+pub(super) const CLAIM_ONE: Statement = crate::statement!(with_one_candidate!(concat!(
     "\
 UPDATE messages SET
   state = 'locked',
@@ -201,33 +264,31 @@ UPDATE messages SET
   lock_token = ?3 ->> 0,
   locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
 WHERE id = ONE_CANDIDATE
-RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count, enqueued_at, locked_until, lock_token"
-));
+RETURNING ",
+    leased_columns!("")
+)));
 
 /// Receive-and-delete of a single message without a receive attempt: the
 /// same pick as [`CLAIM_ONE`], deleted at once (no lease, no token).
-pub(super) const TAKE_ONE: Statement = crate::statement!(with_one_candidate!(
-    "\
-DELETE FROM messages WHERE id = ONE_CANDIDATE
-RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count + 1, enqueued_at"
-));
+pub(super) const TAKE_ONE: Statement = crate::statement!(with_one_candidate!(concat!(
+    "DELETE FROM messages WHERE id = ONE_CANDIDATE RETURNING ",
+    taken_columns!()
+)));
 
 /// T5/T15: lock the `picked(n, id)` rows — each takes token `n` (0-based)
 /// of the JSON array `TOKENS` and a lease from the queue's lock duration —
 /// and return them in the Receive shape.
-pub(super) const LOCK_PICKED: &str = "\
+pub(super) const LOCK_PICKED: &str = concat!(
+    "\
 UPDATE messages SET
   state = 'locked',
   delivery_count = delivery_count + 1,
   lock_token = json_extract(TOKENS, '$[' || picked.n || ']'),
   locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
 FROM picked WHERE messages.id = picked.id
-RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
-  messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
-  messages.properties, messages.delivery_count, messages.enqueued_at,
-  messages.locked_until, messages.lock_token";
+RETURNING ",
+    leased_columns!("messages.")
+);
 
 /// The head of a claim: whether queue `?1` exists, the exact earlier
 /// answer of a live receive attempt `?2` (none for ''), the database time
@@ -566,8 +627,7 @@ pub(super) const CLAIM: Statement =
 pub(super) const TAKE: Statement = crate::statement!(claim_walk!(str_replace!(
     TAKE_PICKED,
     "COLUMNS",
-    "id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count + 1, enqueued_at"
+    taken_columns!()
 )));
 
 /// The tail of a claim that deletes its `picked(n, id)` rows instead of
@@ -615,16 +675,16 @@ pub(super) const RECORD_TAKE_ONE: Statement = crate::statement!(with_one_candida
 /// before (`changes()`): a replay's earlier record, whose rows may be
 /// active again (the same id used first for a peek-lock claim whose lease
 /// then ran out), deletes nothing.
-pub(super) const DELETE_RECORDED: Statement = crate::statement!(
+pub(super) const DELETE_RECORDED: Statement = crate::statement!(concat!(
     "\
 DELETE FROM messages
 WHERE changes() = 1
   AND id IN (SELECT r.value ->> '$.seq_number' FROM receive_attempts a, json_each(a.response) r
     WHERE a.queue = ?1 AND a.attempt_id = ?2)
   AND +state = 'active'
-RETURNING id, body, message_id, group_id, correlation_id, reply_to, subject, content_type,
-  properties, delivery_count + 1, enqueued_at"
-);
+RETURNING ",
+    taken_columns!()
+));
 
 /// `n` lock tokens (128 random bits, 32 lowercase hex each) as a JSON
 /// array, from one CSPRNG draw.
@@ -668,26 +728,53 @@ pub(super) fn read_received(
         .collect()
 }
 
+/// The array [`packed_fields`] packs, read by position; a lease deadline
+/// closes it only for [`leased_columns`].
+#[derive(Deserialize)]
+struct Packed {
+    seq_number: i64,
+    delivery_count: i64,
+    enqueued_at_ms: i64,
+    message_id: Option<String>,
+    group_id: Option<String>,
+    correlation_id: Option<String>,
+    reply_to: Option<String>,
+    subject: Option<String>,
+    content_type: Option<String>,
+    properties: Option<String>,
+    #[serde(default)]
+    locked_until_ms: Option<i64>,
+}
+
+/// A row of [`leased_columns`] (`with_lease`) or [`taken_columns`].
 fn received(row: &Row, with_lease: bool) -> Result<ReceivedMessage, EngineError> {
-    let owned = |s: Option<&str>| s.map(str::to_owned);
+    let packed: Packed = serde_json::from_str(row.text(1)?).map_err(|e| {
+        EngineError::Store(StoreError::Failed(format!("unreadable claimed row: {e}")))
+    })?;
+    let (locked_until_ms, lock_token) = if with_lease {
+        let Some(until) = packed.locked_until_ms else {
+            return Err(EngineError::Store(StoreError::Failed(
+                "a claimed row has no lease deadline".into(),
+            )));
+        };
+        (Some(until), row.opt_text(2)?.map(str::to_owned))
+    } else {
+        (None, None)
+    };
     Ok(ReceivedMessage {
-        seq_number: row.int(0)?,
-        body_base64: row.blob_base64(1)?,
-        message_id: owned(row.opt_text(2)?),
-        group_id: owned(row.opt_text(3)?),
-        correlation_id: owned(row.opt_text(4)?),
-        reply_to: owned(row.opt_text(5)?),
-        subject: owned(row.opt_text(6)?),
-        content_type: owned(row.opt_text(7)?),
-        properties: owned(row.opt_text(8)?),
-        delivery_count: row.int(9)?,
-        enqueued_at_ms: row.int(10)?,
-        locked_until_ms: if with_lease { Some(row.int(11)?) } else { None },
-        lock_token: if with_lease {
-            owned(row.opt_text(12)?)
-        } else {
-            None
-        },
+        seq_number: packed.seq_number,
+        body_base64: row.blob_base64(0)?,
+        message_id: packed.message_id,
+        group_id: packed.group_id,
+        correlation_id: packed.correlation_id,
+        reply_to: packed.reply_to,
+        subject: packed.subject,
+        content_type: packed.content_type,
+        properties: packed.properties,
+        delivery_count: packed.delivery_count,
+        enqueued_at_ms: packed.enqueued_at_ms,
+        locked_until_ms,
+        lock_token,
     })
 }
 

@@ -19,7 +19,7 @@ use const_format::str_replace;
 use serde_json::value::RawValue;
 
 use super::maintenance::{ONE_QUEUE, ONE_QUEUE_DUE};
-use super::receive::{CLAIM, CLAIM_HEAD, CLAIM_ONE, STRICT_BLOCKED};
+use super::receive::{leased_columns, CLAIM, CLAIM_HEAD, CLAIM_ONE, STRICT_BLOCKED};
 use crate::store::fold::{
     int_cell, read_each, statement_json, text_cell, Fold, Rows, SentStatement,
 };
@@ -39,7 +39,8 @@ const MEMBER_FULL: &str = "(p.k >= p.cap OR p.bytes >= p.budget)";
 /// token array). `?1` queue.
 pub(super) const CLAIM_FOLDED: Statement = crate::statement!(str_replace!(
     str_replace!(
-        "\
+        concat!(
+            "\
 WITH RECURSIVE
 mode(strict) AS (SELECT ordering_mode = 'strict_fifo' FROM queues WHERE name = ?1),
 pick(n, m, k, cap, budget, id, bytes) AS (
@@ -80,10 +81,9 @@ UPDATE messages SET
   lock_token = ?3 ->> ('$[' || picked.m || '][' || picked.k || ']'),
   locked_until = {now} + (SELECT lock_duration_ms FROM queues WHERE name = ?1)
 FROM picked WHERE messages.id = picked.id
-RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
-  messages.correlation_id, messages.reply_to, messages.subject, messages.content_type,
-  messages.properties, messages.delivery_count, messages.enqueued_at,
-  messages.locked_until, messages.lock_token",
+RETURNING ",
+            leased_columns!("messages.")
+        ),
         "MEMBER_FULL",
         MEMBER_FULL
     ),
@@ -95,7 +95,7 @@ RETURNING messages.id, messages.body, messages.message_id, messages.group_id,
 const CAPACITY: usize = 64;
 
 /// Column of the lock token in a claim's rows.
-const TOKEN_COLUMN: usize = 12;
+const TOKEN_COLUMN: usize = 2;
 
 /// The engine's fold of plain peek-lock Receives.
 pub struct ReceiveFold;
