@@ -37,7 +37,7 @@ fn main() {
     });
     let gzipped = gzip_size(&bytes);
     println!(
-        "module: {} bytes, {} gzipped (gzip -9); budget 600,000 gzipped",
+        "module: {} bytes, {} gzipped (gzip -9); budget 650,000 gzipped (scripts/test.sh)",
         bytes.len(),
         gzipped
     );
