@@ -139,6 +139,15 @@ fn receive_one() -> ReceiveRequest {
     }
 }
 
+/// The last size recorded in `sizes` (0 when none is).
+fn last_size(sizes: &Mutex<Vec<usize>>) -> usize {
+    sizes
+        .lock()
+        .ok()
+        .and_then(|s| s.last().copied())
+        .unwrap_or(0)
+}
+
 /// A Send's request is mostly its copies, and a copy of a message without
 /// metadata is its hash and four numbers (docs/engine.md, "What a Send
 /// carries"): 64 small messages, 15.1 KB (22.5 KB with every field of every
@@ -147,13 +156,7 @@ fn receive_one() -> ReceiveRequest {
 async fn a_send_of_64_small_messages_is_a_request_of_under_16_kb() {
     let (_temp, engine) = setup().await;
     engine.send(&send(64)).await.expect("send");
-    let sizes = engine
-        .store()
-        .transport()
-        .request_bytes
-        .lock()
-        .map(|s| s.clone());
-    let last = sizes.ok().and_then(|s| s.last().copied()).unwrap_or(0);
+    let last = last_size(&engine.store().transport().request_bytes);
     assert!((1..16_000).contains(&last), "Send of 64: {last} bytes");
 }
 
@@ -171,13 +174,7 @@ async fn a_receive_of_64_small_messages_answers_under_16_kb() {
     };
     let (got, _) = engine.receive(&request, &NoWait).await.expect("receive");
     assert_eq!(got.len(), 64);
-    let sizes = engine
-        .store()
-        .transport()
-        .answer_bytes
-        .lock()
-        .map(|s| s.clone());
-    let last = sizes.ok().and_then(|s| s.last().copied()).unwrap_or(0);
+    let last = last_size(&engine.store().transport().answer_bytes);
     assert!((1..16_000).contains(&last), "Receive of 64: {last} bytes");
 }
 
