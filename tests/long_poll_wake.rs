@@ -10,8 +10,10 @@ use std::sync::{Arc, Mutex};
 use mqlite_edge::engine::pgmq::PgmqRead;
 use mqlite_edge::engine::{
     Clock, Effect, Effects, Engine, Limits, OutgoingMessage, Parked, QueueConfigInput,
-    ReceiveRequest, ReceivedMessage, SendRequest, SettleRequest, Settlement, Waiter, PARK_MAX_MS,
+    ReceiveRequest, ReceivedMessage, SendRequest, SettleRequest, Settlement, Waiter, FOLDS,
+    PARK_MAX_MS,
 };
+use mqlite_edge::store::group::{Bounds, GroupedTransport};
 use support::*;
 
 /// How the fake wake object answers a park.
@@ -571,4 +573,36 @@ async fn a_waiting_claim_with_an_attempt_id_marks_only_when_empty() {
         h.now() - 60_000 + 30_000,
         "a claim that took a message leaves the mark alone"
     );
+}
+
+/// Sends that meet in a batch and fold into one run (docs/engine.md#folding)
+/// each report the hint, as they would alone: the run's outcome names the
+/// waited-on queues of its members' copies, a direct send's queue and a
+/// publish's subscriptions alike.
+#[tokio::test]
+async fn folded_sends_and_publishes_each_report_a_wake_hint() {
+    let (h, direct, _) = journaled().await;
+    direct.subscribe("t", "sub", "").await.expect("subscribe");
+    for waited in ["q", "sub"] {
+        park_once(&direct, waited).await;
+    }
+    h.advance(5);
+    let effects = Arc::new(Effects::default());
+    let transport = GroupedTransport::new(
+        InProcess {
+            db: h.temp.db.clone(),
+        },
+        Bounds::default(),
+    )
+    .folding(FOLDS);
+    let grouped =
+        Engine::new(transport, h.clock.clone(), Limits::default()).with_effects(effects.clone());
+    for (name, woken) in [("q", "q"), ("t", "sub")] {
+        let sends: Vec<SendRequest> = (0..4).map(|_| one(name)).collect();
+        let sent = futures_util::future::join_all(sends.iter().map(|s| grouped.send(s))).await;
+        assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+        assert_eq!(claimable(&effects), vec![(woken.to_owned(), h.now()); 4]);
+    }
+    // The Sends behind the first met in a batch.
+    assert!(grouped.store().transport().stats().largest >= 3);
 }

@@ -26,12 +26,18 @@ const CAPACITY: usize = 64;
 /// copies], …]`), each read apart once: a copy that reads its member's
 /// name or TTL from the member's JSON text parses the whole member again
 /// (64 copies and more), which cost sqld about a millisecond per folded
-/// Send 64 (docs/bench.md).
+/// Send 64 (docs/bench.md). `plain`: a direct send (fingerprint `0:0`, so
+/// every copy is for the member's own queue, which `copies_json` leaves
+/// unnamed) to a queue without a dedup window, whose admitted copies are
+/// all written; the statements below skip its copies where only dedup
+/// needs them (docs/bench.md, "Only dedup pays for dedup").
 macro_rules! members {
     () => {
-        "WITH mj AS MATERIALIZED (SELECT CAST(key AS INTEGER) AS m, value ->> 0 AS name,
-    value ->> 1 AS fingerprint, value -> 2 AS ungrouped, value ->> 3 AS ttl, value -> 4 AS copies
-  FROM json_each(?1))
+        "WITH mj AS MATERIALIZED (SELECT CAST(mr.key AS INTEGER) AS m, mr.value ->> 0 AS name,
+    mr.value ->> 1 AS fingerprint, mr.value -> 2 AS ungrouped, mr.value ->> 3 AS ttl,
+    mr.value -> 4 AS copies, mr.value ->> 1 = '0:0' AND coalesce((SELECT pq.dedup_window_ms
+      FROM queues pq WHERE pq.name = mr.value ->> 0), 0) <= 0 AS plain
+  FROM json_each(?1) mr)
 "
     };
 }
@@ -75,16 +81,15 @@ macro_rules! group_missing {
     };
 }
 
-/// The copies of the members that may be written, with their queue's dedup
-/// window and TTL (the Send's, capped by the queue default, as
-/// `INSERT_MESSAGES` caps it), and `nth`: the copy's rank among the
-/// admitted copies of its `(queue, key)`, in member then message order.
-/// Clock-free, so every statement of the run admits the same copies.
-macro_rules! admitted {
-    () => {
+/// The copies of the members that may be written and match `$and` (a
+/// condition on the member `mj`, which SQLite checks once per member), with their
+/// queue's dedup window and TTL (the Send's, capped by the queue default,
+/// as `INSERT_MESSAGES` caps it). Clock-free, so every statement of the
+/// run admits the same copies.
+macro_rules! copies {
+    ($and:literal) => {
         concat!(
-            "(SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.dkey ORDER BY a.m, a.pos) AS nth
-  FROM (SELECT mj.m, CAST(j.key AS INTEGER) AS pos, j.value AS v,
+            "SELECT mj.m, CAST(j.key AS INTEGER) AS pos, j.value AS v,
       coalesce(j.value ->> 5, mj.name) AS queue,
       coalesce(j.value ->> 6, j.value ->> 0) AS dkey, q.dedup_window_ms AS window, CASE
         WHEN q.default_ttl_ms > 0 AND (mj.ttl <= 0 OR mj.ttl > q.default_ttl_ms)
@@ -93,7 +98,39 @@ macro_rules! admitted {
     FROM mj, json_each(mj.copies) j JOIN queues q ON q.name = coalesce(j.value ->> 5, mj.name)
     WHERE ",
             member_ok!(),
-            ") a) cp"
+            " ",
+            $and
+        )
+    };
+}
+
+/// The copies of [`copies!`] that match `$and`, each with `nth`: its rank
+/// among those of its `(queue, key)`, in member then message order.
+macro_rules! ranked {
+    ($and:literal) => {
+        concat!(
+            "SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.dkey ORDER BY a.m, a.pos) AS nth
+  FROM (",
+            copies!($and),
+            ") a"
+        )
+    };
+}
+
+/// The admitted copies, each with `nth` as [`ranked!`] gives it. A plain
+/// member's copies are not ranked (none of them is a dedup copy): ranking
+/// sorts every copy of the run, which cost sqld about as much as the
+/// insert itself (docs/bench.md, "Only dedup pays for dedup").
+macro_rules! admitted {
+    () => {
+        concat!(
+            "(SELECT c.*, 1 AS nth FROM (",
+            copies!("AND mj.plain"),
+            ") c
+UNION ALL
+",
+            ranked!("AND NOT mj.plain"),
+            ") cp"
         )
     };
 }
@@ -136,15 +173,20 @@ RETURNING id"
 
 /// Step 2, right after the insert (`changes()` is still its count): how
 /// many copies of each member it wrote, so each member gets its own seqs.
-/// A copy was written iff it was admitted and its queue has no window, or
-/// it is the first of its key and the key's entry now holds one of the
-/// insert's seqs (the last `changes()` that AUTOINCREMENT handed out, as
+/// A plain member that may be written wrote every copy. Otherwise a copy
+/// was written iff it was admitted and its queue has no window, or it is
+/// the first of its key and the key's entry now holds one of the insert's
+/// seqs (the last `changes()` that AUTOINCREMENT handed out, as
 /// `COUNT_SENT` reads them). Clock-free, so it counts what the insert did.
 pub(super) const WRITTEN_PER_MEMBER: Statement = crate::statement!(concat!(
     members!(),
-    "SELECT cp.m, count(*) FROM ",
-    admitted!(),
+    "SELECT mj.m, json_array_length(mj.copies) FROM mj WHERE mj.plain AND ",
+    member_ok!(),
     "
+UNION ALL
+SELECT cp.m, count(*) FROM (",
+    ranked!("AND NOT mj.plain"),
+    ") cp
 WHERE cp.window <= 0 OR (cp.nth = 1 AND EXISTS (SELECT 1 FROM dedup d
   WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey
     AND d.seq_number > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()))
@@ -167,7 +209,7 @@ UNION ALL
 SELECT NULL, 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
 FROM (SELECT DISTINCT coalesce(j.value ->> 5, mj.name) AS queue,
       coalesce(j.value ->> 6, j.value ->> 0) AS dkey
-    FROM mj, json_each(mj.copies) j) k
+    FROM mj, json_each(mj.copies) j WHERE NOT mj.plain) k
   JOIN queues q ON q.name = k.queue AND q.dedup_window_ms > 0
   JOIN dedup d ON d.queue = k.queue AND d.dedup_key = k.dkey
 UNION ALL
@@ -178,8 +220,10 @@ WHERE ",
     " <> mj.fingerprint
 UNION ALL
 SELECT NULL, 3, q.name, NULL, NULL, {now} FROM queues q
-WHERE q.name IN (SELECT DISTINCT coalesce(j.value ->> 5, mj.name)
-    FROM mj, json_each(mj.copies) j)
+WHERE q.name IN (SELECT mj.name FROM mj
+    WHERE mj.fingerprint = '0:0' AND json_array_length(mj.copies) > 0
+  UNION SELECT coalesce(j.value ->> 5, mj.name)
+    FROM mj, json_each(mj.copies) j WHERE mj.fingerprint <> '0:0')
   AND q.waiters_until > {now}"
 ));
 
