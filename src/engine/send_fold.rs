@@ -171,30 +171,20 @@ ORDER BY cp.m, cp.pos
 RETURNING id"
 ));
 
-/// Step 2, right after the insert (`changes()` is still its count): how
-/// many copies of each member it wrote, so each member gets its own seqs.
+/// Step 2, right after the insert (`changes()` is still its count: the
+/// statement reads only): every member's `READ_OUTCOME` in one, the same
+/// tagged rows behind the member's index (NULL: a row for every member),
+/// and, tagged 4, how many copies of each member the insert wrote, so each
+/// member gets its own seqs. One statement, not two: sqld prepares and
+/// materializes the members once (docs/bench.md, "The fold's outcome and
+/// count in one statement").
+///
 /// A plain member that may be written wrote every copy. Otherwise a copy
 /// was written iff it was admitted and its queue has no window, or it is
 /// the first of its key and the key's entry now holds one of the insert's
 /// seqs (the last `changes()` that AUTOINCREMENT handed out, as
-/// `COUNT_SENT` reads them). Clock-free, so it counts what the insert did.
-pub(super) const WRITTEN_PER_MEMBER: Statement = crate::statement!(concat!(
-    members!(),
-    "SELECT mj.m, json_array_length(mj.copies) FROM mj WHERE mj.plain AND ",
-    member_ok!(),
-    "
-UNION ALL
-SELECT cp.m, count(*) FROM (",
-    ranked!("AND NOT mj.plain"),
-    ") cp
-WHERE cp.window <= 0 OR (cp.nth = 1 AND EXISTS (SELECT 1 FROM dedup d
-  WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey
-    AND d.seq_number > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()))
-GROUP BY cp.m"
-));
-
-/// Step 4, every member's `READ_OUTCOME` in one: the same tagged rows
-/// behind the member's index (NULL: a row for every member).
+/// `COUNT_SENT` reads them). The count is clock-free, so it counts what the
+/// insert did.
 pub(super) const READ_OUTCOMES: Statement = crate::statement!(concat!(
     members!(),
     "SELECT mj.m, 0, CASE WHEN ",
@@ -205,6 +195,18 @@ pub(super) const READ_OUTCOMES: Statement = crate::statement!(concat!(
     group_missing!(),
     " THEN 'group_required' ELSE 'ok' END, NULL, NULL, NULL
 FROM mj
+UNION ALL
+SELECT mj.m, 4, json_array_length(mj.copies), NULL, NULL, NULL FROM mj WHERE mj.plain AND ",
+    member_ok!(),
+    "
+UNION ALL
+SELECT cp.m, 4, count(*), NULL, NULL, NULL FROM (",
+    ranked!("AND NOT mj.plain"),
+    ") cp
+WHERE cp.window <= 0 OR (cp.nth = 1 AND EXISTS (SELECT 1 FROM dedup d
+  WHERE d.queue = cp.queue AND d.dedup_key = cp.dkey
+    AND d.seq_number > (SELECT seq FROM sqlite_sequence WHERE name = 'messages') - changes()))
+GROUP BY cp.m
 UNION ALL
 SELECT NULL, 1, d.queue, d.dedup_key, d.request_hash, d.seq_number
 FROM (SELECT DISTINCT coalesce(j.value ->> 5, mj.name) AS queue,
@@ -226,6 +228,10 @@ WHERE q.name IN (SELECT mj.name FROM mj
     FROM mj, json_each(mj.copies) j WHERE mj.fingerprint <> '0:0')
   AND q.waiters_until > {now}"
 ));
+
+/// The tag of [`READ_OUTCOMES`]' rows that count a member's written copies
+/// (the others are its `READ_OUTCOME` rows).
+const WRITTEN: i64 = 4;
 
 /// The engine's fold of direct Sends and publishes.
 pub struct SendFold;
@@ -331,9 +337,8 @@ impl Fold for SendFold {
         Some(vec![
             first.schema.get().to_owned(),
             statement_json(INSERT_FOLDED.sql, insert_args)?,
-            statement_json(WRITTEN_PER_MEMBER.sql, vec![&*members_arg])?,
-            statement_json(COUNT_SENT.sql, Vec::new())?,
             statement_json(READ_OUTCOMES.sql, vec![&*members_arg, first.clock])?,
+            statement_json(COUNT_SENT.sql, Vec::new())?,
         ])
     }
 
@@ -343,7 +348,7 @@ impl Fold for SendFold {
         results: &[&RawValue],
     ) -> Option<Vec<Vec<String>>> {
         let members = members.len();
-        let [schema, inserted, written, counted, outcomes] = results else {
+        let [schema, inserted, outcomes, counted] = results else {
             return None;
         };
         let inserted = Rows::parse(inserted)?;
@@ -354,23 +359,24 @@ impl Fold for SendFold {
             .collect::<Option<_>>()?;
         seqs.sort_unstable_by_key(|(seq, _)| *seq);
         let mut counts = vec![0usize; members];
-        for row in Rows::parse(written)?.rows {
-            let (m, n) = (int_cell(row.first()?)?, int_cell(row.get(1)?)?);
-            *counts.get_mut(usize::try_from(m).ok()?)? = usize::try_from(n).ok()?;
-        }
-        if counts.iter().sum::<usize>() != seqs.len() {
-            return None;
-        }
         let outcomes = Rows::parse(outcomes)?;
         let mut own_outcomes: Vec<Vec<Vec<&RawValue>>> = vec![Vec::new(); members];
         for row in &outcomes.rows {
             let (whose, cells) = row.split_first()?;
+            if int_cell(cells.first()?) == Some(WRITTEN) {
+                let m = usize::try_from(int_cell(whose)?).ok()?;
+                *counts.get_mut(m)? = usize::try_from(int_cell(cells.get(1)?)?).ok()?;
+                continue;
+            }
             match int_cell(whose) {
                 Some(m) => own_outcomes
                     .get_mut(usize::try_from(m).ok()?)?
                     .push(cells.to_vec()),
                 None => own_outcomes.iter_mut().for_each(|o| o.push(cells.to_vec())),
             }
+        }
+        if counts.iter().sum::<usize>() != seqs.len() {
+            return None;
         }
         let mut next = seqs.iter();
         let mut each = Vec::with_capacity(members);
@@ -398,13 +404,13 @@ impl Fold for SendFold {
     }
 
     fn blame(&self, run_step: usize) -> usize {
-        // Run: schema, insert, written, count, outcomes; member: schema,
+        // Run: schema, insert, outcomes and counts, count; member: schema,
         // insert, count, outcome.
         match run_step {
             0 => 0,
-            1 | 2 => 1,
-            3 => 2,
-            _ => 3,
+            1 => 1,
+            2 => 3,
+            _ => 2,
         }
     }
 }
@@ -443,6 +449,42 @@ mod tests {
     fn accepted(statements: &[Box<RawValue>]) -> bool {
         let refs: Vec<&RawValue> = statements.iter().map(|s| &**s).collect();
         SendFold.accepts(&refs)
+    }
+
+    /// A failed run statement is answered on the member statement it
+    /// stands for: the schema check on the schema check, the insert on the
+    /// insert, the outcome read (which also counts what the insert wrote)
+    /// on the outcome read, the sent total on the sent total. No statement
+    /// of a Send run is a gate: a failure is the run's error, never
+    /// "nothing to do".
+    #[test]
+    fn each_run_statement_blames_the_member_statement_it_stands_for() {
+        let members = [
+            send(|_| {}),
+            send(|a| a[0] = serde_json::json!({"type": "text", "value": "r"})),
+        ];
+        let members: Vec<Vec<&RawValue>> = members
+            .iter()
+            .map(|m| m.iter().map(|s| &**s).collect())
+            .collect();
+        let run = SendFold.fold(&members).expect("a run");
+        fn stands_for(run_sql: &str) -> &str {
+            match run_sql {
+                s if s == INSERT_FOLDED.sql => INSERT_MESSAGES.sql,
+                s if s == READ_OUTCOMES.sql => READ_OUTCOME.sql,
+                s => s,
+            }
+        }
+        assert_eq!(run.len(), 4);
+        for (step, text) in run.iter().enumerate() {
+            let ran = SentStatement::parse(&RawValue::from_string(text.clone()).expect("json"))
+                .expect("statement")
+                .sql
+                .into_owned();
+            let own = SentStatement::parse(members[1][SendFold.blame(step)]).expect("own");
+            assert_eq!(own.sql, stands_for(&ran), "run statement {step}");
+        }
+        assert_eq!(SendFold.gate(), None);
     }
 
     /// Only a lone Send of exactly the engine's shape folds: each of its

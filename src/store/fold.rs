@@ -6,7 +6,7 @@
 //! beside the statements it replaces, and handed to the coalescer by whoever
 //! builds it. The protocol is the coalescer's: a run of members becomes one
 //! savepoint holding the fold's statements (each runs only if the one before
-//! it succeeded), and the fold rebuilds from their results the results each
+//! it succeeded, or its gate found nothing to do), and the fold rebuilds from their results the results each
 //! member's own statements would have had, so the store classifies each
 //! member's answer exactly as if it had run alone.
 
@@ -38,6 +38,14 @@ pub trait Fold: Sync {
     /// The member statement answered with the error of the run's statement
     /// `run_step` when it failed.
     fn blame(&self, run_step: usize) -> usize;
+    /// The run statement (an index into [`Fold::fold`]'s) that is a gate, as
+    /// a program's gate (`Program::gate`): when it fails there is nothing to
+    /// do, the statement right after it is skipped, both read as no rows in
+    /// [`Fold::unfold`], and the run goes on. `None`: every statement must
+    /// succeed.
+    fn gate(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A statement as a member sent it. Its text is borrowed from the member's

@@ -401,6 +401,31 @@ fn fold_run(members: &[Member], fold: &'static dyn Fold, run: &[usize]) -> Vec<U
     }
 }
 
+/// A run's gate, when a statement stands behind it (a gate that is the run's
+/// last statement must succeed like any other).
+fn gate_of(fold: &dyn Fold, statements: usize) -> Option<usize> {
+    fold.gate().filter(|&g| g + 1 < statements)
+}
+
+/// What holds after a gated statement at `gated`: it succeeded (so its
+/// gate passed), or the gate at `gate` failed with everything before it
+/// (`before`) in order.
+fn passed_or_nothing_to_do(gated: usize, gate: usize, before: Condition) -> Condition {
+    Condition::Or {
+        conds: vec![
+            Condition::Ok { step: gated },
+            Condition::And {
+                conds: vec![
+                    Condition::Not {
+                        cond: Box::new(Condition::Ok { step: gate }),
+                    },
+                    before,
+                ],
+            },
+        ],
+    }
+}
+
 /// Splices `members` into one transaction (see the module doc), folding
 /// the runs `folds` serve.
 pub fn merge(members: &[Member], folds: Folds) -> Merged {
@@ -454,20 +479,35 @@ pub fn merge(members: &[Member], folds: Folds) -> Merged {
                     members: members.clone(),
                     fold: Some(*fold),
                 };
-                // Each statement only if the one before it succeeded.
-                for stmt in statements {
-                    let condition = Condition::Ok {
-                        step: steps.len() - 1,
+                // Each statement only if the one before it succeeded; the
+                // one behind the fold's gate only if the gate passed, and
+                // the next one also when the gate failed (nothing to do).
+                let gate = gate_of(*fold, statements.len());
+                let mut required = Condition::Ok { step: base };
+                let mut open_gate: Option<(usize, Condition)> = None;
+                for (k, stmt) in statements.iter().enumerate() {
+                    let index = steps.len();
+                    let condition = match &open_gate {
+                        Some((gate_step, _)) => Condition::Ok { step: *gate_step },
+                        None => required.clone(),
                     };
                     steps.push(OutStep {
                         condition: Some(condition),
                         stmt,
                     });
+                    required = match open_gate.take() {
+                        Some((gate_step, before)) => {
+                            passed_or_nothing_to_do(index, gate_step, before)
+                        }
+                        None if gate == Some(k) => {
+                            open_gate = Some((index, required.clone()));
+                            continue;
+                        }
+                        None => Condition::Ok { step: index },
+                    };
                 }
                 steps.push(OutStep {
-                    condition: Some(Condition::Ok {
-                        step: steps.len() - 1,
-                    }),
+                    condition: Some(required),
                     stmt: raw(RELEASE),
                 });
                 steps.push(OutStep {
@@ -580,6 +620,9 @@ fn pick(list: &[Option<Box<RawValue>>], i: usize) -> Option<&RawValue> {
 /// A statement's result where the member's own `COMMIT` stood: the batch
 /// committed with the member's savepoint released.
 const COMMITTED: &str = r#"{"cols":[],"rows":[],"affected_row_count":0,"last_insert_rowid":null}"#;
+
+/// The result of a folded run's statement its gate skipped.
+const NO_ROWS: &str = r#"{"cols":[],"rows":[],"affected_row_count":0}"#;
 
 /// What the database's answer to a batch says.
 pub struct Split {
@@ -722,8 +765,18 @@ fn run_answers(
         step_errors.extend(errors);
         member_answer(step_results, step_errors)
     };
+    // The fold's gate and the statement behind it, which read as no rows
+    // when the gate found nothing to do.
+    let gate = gate_of(fold, at.len.saturating_sub(3));
+    let gated = |k: usize| gate.is_some_and(|g| k == g || k == g + 1);
     if pick(&batch.step_results, at.release()).is_some() {
-        let results: Option<Vec<&RawValue>> = run.map(|i| pick(&batch.step_results, i)).collect();
+        // Released: every statement succeeded, or the gate failed and
+        // skipped the one behind it.
+        let no_rows = raw(NO_ROWS);
+        let results: Option<Vec<&RawValue>> = run
+            .enumerate()
+            .map(|(k, i)| pick(&batch.step_results, i).or_else(|| gated(k).then_some(no_rows)))
+            .collect();
         let each = results
             .and_then(|r| fold.unfold(&own_statements, &r))
             .filter(|each| each.len() == count && each.iter().all(|e| e.len() == statements));
@@ -746,6 +799,7 @@ fn run_answers(
     }
     let failed = run
         .enumerate()
+        .filter(|&(k, _)| gate != Some(k))
         .find_map(|(k, i)| pick(&batch.step_errors, i).map(|e| (fold.blame(k), e)));
     let mut errors: Vec<Option<Cow<RawValue>>> = vec![None; statements + 2];
     if let Some((blamed, error)) = failed {
@@ -1435,6 +1489,20 @@ mod tests {
         assert!(!merged.folded(0) && !merged.folded(1));
     }
 
+    /// Each member's batch result, from verdicts that are all answers.
+    fn batch_results(verdicts: &[Verdict]) -> Vec<serde_json::Value> {
+        verdicts
+            .iter()
+            .map(|v| match v {
+                Verdict::Answer(r) => {
+                    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+                    v["results"][0]["response"]["result"].clone()
+                }
+                other => panic!("an answer: {other:?}"),
+            })
+            .collect()
+    }
+
     /// A released run answers each member with the results the fold
     /// rebuilt, committed; a run whose statement failed answers each with
     /// that error on the statement the fold blames, rolled back, in the
@@ -1448,18 +1516,7 @@ mod tests {
             r#"{"cols":[],"rows":[[{"type":"integer","value":"1"}],[{"type":"integer","value":"0"}],[{"type":"integer","value":"1"}]],"affected_row_count":3}"#,
         );
         let reply = answer(&[OK, OK, rows, OK, None, None, OK, None], &[None; 8]);
-        let results = |verdicts: Vec<Verdict>| -> Vec<serde_json::Value> {
-            verdicts
-                .iter()
-                .map(|v| match v {
-                    Verdict::Answer(r) => {
-                        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
-                        v["results"][0]["response"]["result"].clone()
-                    }
-                    other => panic!("an answer: {other:?}"),
-                })
-                .collect()
-        };
+        let results = |verdicts: Vec<Verdict>| batch_results(&verdicts);
         let each = results(split(&members, &merged, Ok(reply)).verdicts);
         for (m, own) in each.iter().enumerate() {
             let steps = own["step_results"].as_array().expect("results");
@@ -1496,6 +1553,146 @@ mod tests {
         assert!(unfolded(&[OK, OK, garbled, OK, None, None, OK, None])
             .iter()
             .all(|v| matches!(v, Verdict::Lost(_))));
+    }
+
+    /// A fold of the members whose one statement is `GATED n`: run
+    /// statements `HEAD`, `GATE`, `BEHIND` and `LAST`, the one it names a
+    /// gate; each member's result is the run's results as one array.
+    struct GateFold(Option<usize>);
+
+    impl Fold for GateFold {
+        fn capacity(&self) -> usize {
+            8
+        }
+        fn accepts(&self, statements: &[&RawValue]) -> bool {
+            matches!(statements, [s] if s.get().contains("\"GATED "))
+        }
+        fn fold(&self, _members: &[Vec<&RawValue>]) -> Option<Vec<String>> {
+            let statement = |sql: &str| format!(r#"{{"sql":"{sql}","args":[],"want_rows":true}}"#);
+            Some(["HEAD", "GATE", "BEHIND", "LAST"].map(statement).to_vec())
+        }
+        fn unfold(
+            &self,
+            members: &[Vec<&RawValue>],
+            results: &[&RawValue],
+        ) -> Option<Vec<Vec<String>>> {
+            let all: Vec<&str> = results.iter().map(|r| r.get()).collect();
+            Some(vec![vec![format!("[{}]", all.join(","))]; members.len()])
+        }
+        fn blame(&self, _run_step: usize) -> usize {
+            0
+        }
+        fn gate(&self) -> Option<usize> {
+            self.0
+        }
+    }
+
+    static GATING: Folds = &[&GateFold(Some(1))];
+
+    /// A run's gate is encoded as a program's (`Program::gate`): the
+    /// statement behind it runs only when it passed, the next one when that
+    /// statement succeeded or the gate failed with all before it in order;
+    /// a failed gate reads, with the statement it skipped, as no rows, and
+    /// is never the error a failed run is answered with.
+    #[test]
+    fn a_folds_gate_skips_the_statement_behind_it_and_the_run_goes_on() {
+        let members = [member("GATED 1"), member("GATED 2")];
+        let merged = merge(&members, GATING);
+        let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
+        let steps = v["requests"][0]["batch"]["steps"]
+            .as_array()
+            .expect("steps");
+        let condition = |i: usize| steps[i]["condition"].clone();
+        let ok = |step: usize| serde_json::json!({"type": "ok", "step": step});
+        assert_eq!(
+            sql_of(&merged)[1..7],
+            [
+                "SAVEPOINT member",
+                "HEAD",
+                "GATE",
+                "BEHIND",
+                "LAST",
+                "RELEASE member"
+            ]
+        );
+        assert_eq!(condition(2), ok(1));
+        assert_eq!(condition(3), ok(2));
+        assert_eq!(condition(4), ok(3), "behind the gate: only if it passed");
+        let closed = serde_json::json!({"type": "or", "conds": [
+            ok(4),
+            {"type": "and", "conds": [{"type": "not", "cond": ok(3)}, ok(2)]},
+        ]});
+        assert_eq!(condition(5), closed);
+        assert_eq!(condition(6), ok(5));
+
+        let own_results =
+            |reply: HttpReply| batch_results(&split(&members, &merged, Ok(reply)).verdicts);
+        // BEGIN, SAVEPOINT, HEAD, GATE, BEHIND, LAST, RELEASE, ROLLBACK TO,
+        // RELEASE, COMMIT, ROLLBACK
+        let nothing_due = Some(r#"{"message":"nothing due","code":"SQLITE_ERROR"}"#);
+        let mut errors = [None; 11];
+        errors[3] = nothing_due;
+        let head = Some(r#"{"cols":[],"rows":[],"affected_row_count":7}"#);
+        let released = answer(
+            &[OK, OK, head, None, None, OK, OK, None, None, OK, None],
+            &errors,
+        );
+        let no_rows: serde_json::Value = serde_json::from_str(NO_ROWS).expect("json");
+        for own in own_results(released) {
+            let run = &own["step_results"][1];
+            assert_eq!(run[0]["affected_row_count"], 7);
+            assert_eq!((&run[1], &run[2]), (&no_rows, &no_rows), "{own}");
+            assert!(own["step_results"][2].is_object(), "committed");
+        }
+        let disk = Some(r#"{"message":"disk I/O error","code":"SQLITE_IOERR"}"#);
+        errors[5] = disk;
+        let failed = answer(
+            &[OK, OK, head, None, None, None, None, OK, OK, OK, None],
+            &errors,
+        );
+        for own in own_results(failed) {
+            assert_eq!(own["step_errors"][1]["message"], "disk I/O error");
+            assert!(own["step_results"][2].is_null(), "not committed");
+        }
+    }
+
+    /// Without a gate, or with the run's last statement named one (no
+    /// statement stands behind it), every statement runs only if the one
+    /// before it succeeded, and any failure rolls the run back with it.
+    #[test]
+    fn a_run_without_a_usable_gate_is_a_chain() {
+        static CHAINED: Folds = &[&GateFold(None)];
+        static LAST: Folds = &[&GateFold(Some(3))];
+        let members = [member("GATED 1"), member("GATED 2")];
+        for (folds, failing) in [(CHAINED, 3), (LAST, 5)] {
+            let merged = merge(&members, folds);
+            let v: serde_json::Value = serde_json::from_str(&merged.body).expect("json");
+            let steps = v["requests"][0]["batch"]["steps"]
+                .as_array()
+                .expect("steps");
+            for (i, step) in steps.iter().enumerate().take(7).skip(2) {
+                assert_eq!(
+                    step["condition"],
+                    serde_json::json!({"type": "ok", "step": i - 1}),
+                    "step {i} of {}",
+                    merged.body
+                );
+            }
+            // BEGIN, SAVEPOINT, HEAD, GATE, BEHIND, LAST, RELEASE, ROLLBACK
+            // TO, RELEASE, COMMIT, ROLLBACK; the statement at `failing`
+            // failed, and nothing after it in the run ran.
+            let mut results = [OK, OK, OK, OK, OK, OK, None, OK, OK, OK, None];
+            for r in &mut results[failing..7] {
+                *r = None;
+            }
+            let mut errors = [None; 11];
+            errors[failing] = Some(r#"{"message":"nothing due","code":"SQLITE_ERROR"}"#);
+            let verdicts = split(&members, &merged, Ok(answer(&results, &errors))).verdicts;
+            for own in batch_results(&verdicts) {
+                assert_eq!(own["step_errors"][1]["message"], "nothing due", "{own}");
+                assert!(own["step_results"][2].is_null(), "not committed: {own}");
+            }
+        }
     }
 
     #[test]
