@@ -297,8 +297,8 @@ impl Fold for ReceiveFold {
     fn gate(&self) -> Option<usize> {
         // Housekeeping only when something is due: on a quiet queue the
         // run reads three index heads instead of compiling the
-        // housekeeping statement (docs/bench.md, "The fold's outcome and
-        // count in one statement").
+        // housekeeping statement (docs/bench.md, "A fold's gate; the
+        // outcome and count in one statement").
         Some(1)
     }
 }

@@ -176,8 +176,8 @@ RETURNING id"
 /// tagged rows behind the member's index (NULL: a row for every member),
 /// and, tagged 4, how many copies of each member the insert wrote, so each
 /// member gets its own seqs. One statement, not two: sqld prepares and
-/// materializes the members once (docs/bench.md, "The fold's outcome and
-/// count in one statement").
+/// materializes the members once (docs/bench.md, "A fold's gate; the
+/// outcome and count in one statement").
 ///
 /// A plain member that may be written wrote every copy. Otherwise a copy
 /// was written iff it was admitted and its queue has no window, or it is

@@ -6,9 +6,10 @@
 //! beside the statements it replaces, and handed to the coalescer by whoever
 //! builds it. The protocol is the coalescer's: a run of members becomes one
 //! savepoint holding the fold's statements (each runs only if the one before
-//! it succeeded, or its gate found nothing to do), and the fold rebuilds from their results the results each
-//! member's own statements would have had, so the store classifies each
-//! member's answer exactly as if it had run alone.
+//! it succeeded, or its gate found nothing to do), and the fold rebuilds
+//! from their results the results each member's own statements would have
+//! had, so the store classifies each member's answer exactly as if it had
+//! run alone.
 
 use std::borrow::Cow;
 

@@ -35,6 +35,7 @@ use std::borrow::Cow;
 
 use super::fold::Fold;
 use super::hrana::{Condition, HranaError};
+use super::program::gate_closed;
 use super::transport::{Carried, Group, HttpReply, Transport, TransportError};
 
 /// What a batch may hold, well inside Turso's 5 s transaction limit and
@@ -407,25 +408,6 @@ fn gate_of(fold: &dyn Fold, statements: usize) -> Option<usize> {
     fold.gate().filter(|&g| g + 1 < statements)
 }
 
-/// What holds after a gated statement at `gated`: it succeeded (so its
-/// gate passed), or the gate at `gate` failed with everything before it
-/// (`before`) in order.
-fn passed_or_nothing_to_do(gated: usize, gate: usize, before: Condition) -> Condition {
-    Condition::Or {
-        conds: vec![
-            Condition::Ok { step: gated },
-            Condition::And {
-                conds: vec![
-                    Condition::Not {
-                        cond: Box::new(Condition::Ok { step: gate }),
-                    },
-                    before,
-                ],
-            },
-        ],
-    }
-}
-
 /// Splices `members` into one transaction (see the module doc), folding
 /// the runs `folds` serve.
 pub fn merge(members: &[Member], folds: Folds) -> Merged {
@@ -496,9 +478,7 @@ pub fn merge(members: &[Member], folds: Folds) -> Merged {
                         stmt,
                     });
                     required = match open_gate.take() {
-                        Some((gate_step, before)) => {
-                            passed_or_nothing_to_do(index, gate_step, before)
-                        }
+                        Some((gate_step, before)) => gate_closed(gate_step, index, before),
                         None if gate == Some(k) => {
                             open_gate = Some((index, required.clone()));
                             continue;
@@ -1516,8 +1496,7 @@ mod tests {
             r#"{"cols":[],"rows":[[{"type":"integer","value":"1"}],[{"type":"integer","value":"0"}],[{"type":"integer","value":"1"}]],"affected_row_count":3}"#,
         );
         let reply = answer(&[OK, OK, rows, OK, None, None, OK, None], &[None; 8]);
-        let results = |verdicts: Vec<Verdict>| batch_results(&verdicts);
-        let each = results(split(&members, &merged, Ok(reply)).verdicts);
+        let each = batch_results(&split(&members, &merged, Ok(reply)).verdicts);
         for (m, own) in each.iter().enumerate() {
             let steps = own["step_results"].as_array().expect("results");
             assert_eq!(steps.len(), 4, "BEGIN, its statement, COMMIT, ROLLBACK");
@@ -1533,7 +1512,7 @@ mod tests {
             &[OK, OK, None, None, OK, OK, OK, None],
             &[None, None, error, None, None, None, None, None],
         );
-        for own in results(split(&members, &merged, Ok(reply)).verdicts) {
+        for own in batch_results(&split(&members, &merged, Ok(reply)).verdicts) {
             let steps = own["step_results"].as_array().expect("results");
             assert_eq!(steps.len(), 4);
             assert!(steps[2].is_null(), "not committed");

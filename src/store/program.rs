@@ -340,27 +340,32 @@ struct OpenGate {
 }
 
 impl OpenGate {
-    /// What holds after the gated steps: the last of them succeeded (so the
-    /// gate passed), or the gate ran and failed with everything before it
-    /// in order.
     fn close(self) -> Condition {
-        let passed = Condition::Ok { step: self.last };
-        if self.last == self.index {
-            return self.before;
-        }
-        Condition::Or {
-            conds: vec![
-                passed,
-                Condition::And {
-                    conds: vec![
-                        Condition::Not {
-                            cond: Box::new(Condition::Ok { step: self.index }),
-                        },
-                        self.before,
-                    ],
-                },
-            ],
-        }
+        gate_closed(self.index, self.last, self.before)
+    }
+}
+
+/// What holds after the steps behind the gate at step `gate`, the last of
+/// them at step `last`: that one succeeded (so the gate passed), or the
+/// gate ran and failed with everything before it (`before`) in order. A
+/// gate with no steps behind it leaves `before`. Programs and folded runs
+/// (`group.rs`) close their gates alike.
+pub(super) fn gate_closed(gate: usize, last: usize, before: Condition) -> Condition {
+    if last == gate {
+        return before;
+    }
+    Condition::Or {
+        conds: vec![
+            Condition::Ok { step: last },
+            Condition::And {
+                conds: vec![
+                    Condition::Not {
+                        cond: Box::new(Condition::Ok { step: gate }),
+                    },
+                    before,
+                ],
+            },
+        ],
     }
 }
 
