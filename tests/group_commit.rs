@@ -1036,7 +1036,7 @@ async fn batches_respect_their_member_bound() {
 }
 
 /// Sends that meet in a batch are folded (docs/engine.md#folding): the
-/// seven behind a lone one are written by one savepoint of five statements
+/// seven behind a lone one are written by one savepoint of four statements
 /// (schema check, insert, outcomes with seqs per member, sent count), not
 /// seven savepoints of theirs, and each gets its own seqs in arrival order.
 #[tokio::test]

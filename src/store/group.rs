@@ -747,7 +747,7 @@ fn run_answers(
     };
     // The fold's gate and the statement behind it, which read as no rows
     // when the gate found nothing to do.
-    let gate = gate_of(fold, at.len.saturating_sub(3));
+    let gate = gate_of(fold, run.len());
     let gated = |k: usize| gate.is_some_and(|g| k == g || k == g + 1);
     if pick(&batch.step_results, at.release()).is_some() {
         // Released: every statement succeeded, or the gate failed and
