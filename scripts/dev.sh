@@ -4,7 +4,8 @@
 # under `wrangler dev` on 127.0.0.1 until Ctrl-C.
 # `make serve` (MQLITE_SERVE=workerd): the same, but the built Worker runs on
 # plain workerd (no wrangler: the production runtime, its Durable Objects
-# in memory), in SERVE_PROCESSES processes on PORT, PORT+1, … (default 1).
+# in memory), in SERVE_PROCESSES processes on PORT, PORT+1, … (default 1) that
+# share one object per queue (the first hosts them).
 #
 #   PORT           Worker port (default 8787)
 #   LIBSQL_PORT    local libSQL server port (default 8080)

@@ -5,9 +5,13 @@
 //! variable of the environment on top (`MQLITE_TOKENS` and `MQLITE_DB` or
 //! `MQLITE_DATABASES` required; secrets arrive in the environment, never
 //! on a command line).
-//! With `--processes N`, N independent workerd processes serve on ports
-//! `--port` … `--port + N - 1`, each with its own objects (as separate
-//! machines would be). Runs until it is signalled or a process exits.
+//! With `--processes N`, N workerd processes serve on ports `--port` …
+//! `--port + N - 1`. They share one object per queue, as Workers on many
+//! machines do on Cloudflare: the first process hosts the objects and
+//! serves them to the others on a loopback port of its own
+//! (`mqlite_e2e::workerd::Objects`), so every write of a queue meets the
+//! others in one batch and every commit wakes every waiter of its queue.
+//! Runs until it is signalled or a process exits.
 //!
 //! Usage: `mqlite-serve --port 8787 [--processes 1]`, with
 //! `MQLITE_SERVE_WORKERD` naming the workerd binary and `MQLITE_E2E_ROOT`
@@ -16,7 +20,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mqlite_e2e::workerd::Workerd;
+use mqlite_e2e::workerd::{Objects, Workerd};
 
 /// Variables that configure this launcher, not the Worker.
 const OWN: [&str; 4] = [
@@ -58,8 +62,15 @@ fn main() {
         .filter(|(k, _)| !OWN.contains(&k.as_str()))
         .collect();
     let mut served = Vec::new();
+    let objects_port = mqlite_e2e::free_port();
     for i in 0..processes {
-        match Workerd::start_with(&workerd, &root, &db, &tokens, &extra, Some(port + i)) {
+        let objects = match (processes, i) {
+            (1, _) => Objects::Own,
+            (_, 0) => Objects::Host(objects_port),
+            _ => Objects::Remote(objects_port),
+        };
+        let at = Some(port + i);
+        match Workerd::start_sharing(&workerd, &root, &db, &tokens, &extra, at, objects) {
             Ok(w) => {
                 println!("workerd {} serving {} (pid {})", i + 1, w.base, w.pid());
                 served.push(w);

@@ -18,7 +18,8 @@
 //!    receive 64 → CompleteBatch, messages/s), against pgmq's adapter
 //!    (`PGMQ_URL`) and mqlite-edge on plain workerd three ways: group commit
 //!    off (`MQLITE_COALESCE=off`), on, and on over two workerd processes
-//!    (clients alternate between them, each process with its own objects).
+//!    (clients alternate between them; the first hosts one object per queue
+//!    for both, as on Cloudflare, and the second reaches them over HTTP).
 //!    Under each row: p50 / p99 per unit of work, sqld's CPU per RPC, and how
 //!    busy each server's process tree was (CPU time / wall time, 100% = one
 //!    core), to show where the time went, and for mqlite-edge the batches
@@ -53,7 +54,7 @@ use serde_json::{json, Value};
 
 mod memory;
 mod sqld;
-use mqlite_e2e::workerd::Workerd;
+use mqlite_e2e::workerd::{Objects, Workerd};
 use sqld::Sqld;
 
 struct Settings {
@@ -159,7 +160,16 @@ fn run(settings: &Settings) -> Result<(), String> {
     if settings.only_databases {
         return scaling(&workerd_bin, &tools.root, &stack.token, settings);
     }
-    let plain = Workerd::start(&workerd_bin, &tools.root, &sqld.url, &stack.token)?;
+    // `plain` also serves its queue objects to `front`, which keeps none of
+    // its own: the two processes share one object per queue, as Workers
+    // spread over machines do on Cloudflare.
+    let objects_port = mqlite_e2e::free_port();
+    let share = |objects: Objects| {
+        let (root, token) = (&tools.root, &stack.token);
+        Workerd::start_sharing(&workerd_bin, root, &sqld.url, token, &[], None, objects)
+    };
+    let plain = share(Objects::Host(objects_port))?;
+    let front = share(Objects::Remote(objects_port))?;
     let off = [("MQLITE_COALESCE".to_owned(), "off".to_owned())];
     let start = |db: &str, extra: &[(String, String)]| {
         Workerd::start_with(&workerd_bin, &tools.root, db, &stack.token, extra, None)
@@ -223,25 +233,28 @@ fn run(settings: &Settings) -> Result<(), String> {
             println!("\nSKIPPED pgmq's adapter: PGMQ_URL is not set (scripts/bench.sh starts it)")
         }
     }
-    let mqlite = |name: &str, workers: &[&Workerd]| Target {
+    // Each process by what it runs: `workerd` (the Worker and its objects),
+    // `objects host` and `front` (two processes sharing one object per queue).
+    let mqlite = |name: &str, workers: &[(&'static str, &Workerd)]| Target {
         name: name.into(),
-        bases: workers.iter().map(|w| w.base.clone()).collect(),
+        bases: workers.iter().map(|(_, w)| w.base.clone()).collect(),
         api: Api::Mqlite(stack.token.clone()),
         servers: workers
             .iter()
-            .map(|w| ("workerd", w.pid()))
+            .map(|(role, w)| (*role, w.pid()))
             .chain([("sqld", sqld.child.id())])
             .collect(),
         sqld: vec![sqld.child.id()],
         own_queues: false,
     };
-    targets.push(mqlite("workerd direct", &[&direct]));
-    targets.push(mqlite("workerd grouped", &[&plain]));
-    targets.push(mqlite("2 workerd grouped", &[&plain, &second]));
+    targets.push(mqlite("workerd direct", &[("workerd", &direct)]));
+    targets.push(mqlite("workerd grouped", &[("workerd", &plain)]));
+    let two = [("objects host", &plain), ("front", &front)];
+    targets.push(mqlite("2 workerd grouped", &two));
     for &clients in &settings.clients {
         throughput(&targets, settings, clients);
     }
-    drop((direct, second));
+    drop((direct, second, front));
     if settings.throughput_only {
         return Ok(());
     }

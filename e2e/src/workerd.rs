@@ -8,10 +8,32 @@
 //! kept in memory), `build/assets` as the `ASSETS` binding (a disk service:
 //! the console's files and the OpenAPI document), and outbound network to
 //! loopback allowed. Killed on drop.
+//!
+//! Several processes may share their queue objects ([`Objects`]): one
+//! hosts them and the others reach them over HTTP, so each queue has one
+//! object for all of them, as on Cloudflare (a Durable Object is one
+//! instance wherever the Workers calling it run).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The Worker of a process whose objects live in another (`Objects::Remote`).
+const FRONT_JS: &str = include_str!("front.js");
+/// What serves a process's objects to the others (`Objects::Host`).
+const OBJECTS_JS: &str = include_str!("objects.js");
+
+/// Where a process's queue objects (the `MQLITE_WAKER` namespace) live.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Objects {
+    /// In the process, for it alone.
+    Own,
+    /// In the process, also served to other processes on this loopback port
+    /// (objects.js).
+    Host(u16),
+    /// In the process hosting them on this loopback port (front.js).
+    Remote(u16),
+}
 
 pub struct Workerd {
     child: Child,
@@ -40,6 +62,19 @@ impl Workerd {
         extra: &[(String, String)],
         port: Option<u16>,
     ) -> Result<Workerd, String> {
+        Self::start_sharing(workerd, root, db_url, token, extra, port, Objects::Own)
+    }
+
+    /// [`Workerd::start_with`] with its queue objects where `objects` says.
+    pub fn start_sharing(
+        workerd: &Path,
+        root: &Path,
+        db_url: &str,
+        token: &str,
+        extra: &[(String, String)],
+        port: Option<u16>,
+        objects: Objects,
+    ) -> Result<Workerd, String> {
         let manifest = std::fs::read_to_string(root.join("wrangler.toml"))
             .map_err(|e| format!("wrangler.toml: {e}"))?;
         let date = toml_string(&manifest, "", "compatibility_date")
@@ -57,8 +92,36 @@ impl Workerd {
             .iter()
             .map(|(k, v)| format!("(name = {k:?}, text = {v:?})"))
             .collect();
-        bindings.push(r#"(name = "MQLITE_WAKER", durableObjectNamespace = "QueueWaker")"#.into());
         bindings.push(r#"(name = "ASSETS", service = "assets")"#.into());
+        let waker = r#"(name = "MQLITE_WAKER", durableObjectNamespace = "QueueWaker")"#;
+        // What the layout adds: a main module before index.js, services
+        // and sockets.
+        let (mut front, mut services, mut sockets) = ("", String::new(), String::new());
+        match objects {
+            Objects::Own => bindings.push(waker.into()),
+            Objects::Host(at) => {
+                bindings.push(waker.into());
+                services = r#"
+    (name = "objects", worker = (
+      modules = [(name = "objects.js", esModule = embed "objects.js")],
+      compatibilityDate = "DATE",
+      bindings = [(name = "MQLITE_WAKER", durableObjectNamespace = (className = "QueueWaker", serviceName = "main"))],
+    )),"#
+                    .replace("DATE", &date);
+                sockets = format!(
+                    r#"(name = "objects", address = "127.0.0.1:{at}", http = (), service = "objects"),"#
+                );
+            }
+            Objects::Remote(at) => {
+                front = r#"
+    (name = "front.js", esModule = embed "front.js"),"#;
+                bindings.push(r#"(name = "MQLITE_OBJECTS", service = "objects")"#.into());
+                services = format!(
+                    r#"
+    (name = "objects", external = (address = "127.0.0.1:{at}", http = ())),"#
+                );
+            }
+        }
         let assets = build.join("assets");
         let assets = assets
             .canonicalize()
@@ -69,12 +132,12 @@ const config :Workerd.Config = (
   services = [
     (name = "main", worker = .worker),
     (name = "net", network = (allow = ["public", "private", "local"])),
-    (name = "assets", disk = (path = {assets:?}, writable = false)),
+    (name = "assets", disk = (path = {assets:?}, writable = false)),{services}
   ],
-  sockets = [(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
+  sockets = [{sockets}(name = "http", address = "127.0.0.1:{port}", http = (), service = "main")],
 );
 const worker :Workerd.Worker = (
-  modules = [
+  modules = [{front}
     (name = "index.js", esModule = embed "index.js"),
     (name = "index_bg.wasm", wasm = embed "index_bg.wasm"),
   ],
@@ -102,6 +165,9 @@ const worker :Workerd.Worker = (
         for module in ["index.js", "index_bg.wasm"] {
             std::fs::copy(build.join(module), dir.join(module))
                 .map_err(|e| format!("{}: {e}", build.join(module).display()))?;
+        }
+        for (name, text) in [("front.js", FRONT_JS), ("objects.js", OBJECTS_JS)] {
+            std::fs::write(dir.join(name), text).map_err(|e| format!("{name}: {e}"))?;
         }
         let config_path = dir.join("mqlite.capnp");
         std::fs::write(&config_path, config).map_err(|e| e.to_string())?;

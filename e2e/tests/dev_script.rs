@@ -511,4 +511,38 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
     assert!(batched >= 1, "{batched} writes in batches");
     assert_eq!(members, batched, "each batch counted once");
     assert_eq!(direct, 0, "nothing went around the objects");
+    if processes > 1 {
+        wakes_across_processes(port, processes, &rpc);
+    }
+}
+
+/// The processes share one object per queue: a Send through the first
+/// process wakes a long-poll parked through the last at once, not when its
+/// park times out (`PARK_MAX_MS`, 5 s: docs/semantics.md#long-polling), as
+/// it would if each process had objects of its own.
+fn wakes_across_processes(
+    port: u16,
+    processes: u16,
+    rpc: &(dyn Fn(u16, &str, &str) -> Result<String, String> + Sync),
+) {
+    let queue = format!("serve-wake-{port}-{}", std::process::id());
+    let create = format!(r#"{{"name":"{queue}","config":{{}}}}"#);
+    rpc(port, "AdminService/CreateQueue", &create).expect("CreateQueue");
+    let receive = format!(r#"{{"queue":"{queue}","max_messages":1,"wait_time_ms":20000}}"#);
+    let send = format!(r#"{{"queue":"{queue}","messages":[{{"body":"d2FrZQ=="}}]}}"#);
+    let (got, waited) = std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| rpc(port + processes - 1, "QueueService/Receive", &receive));
+        // Long enough for the Receive to claim nothing and park.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!waiter.is_finished(), "the Receive waits for a message");
+        let sent = Instant::now();
+        rpc(port, "QueueService/Send", &send).expect("Send");
+        let got = waiter.join().expect("the waiter").expect("Receive");
+        (got, sent.elapsed())
+    });
+    assert!(got.contains(r#""body":"d2FrZQ==""#), "{got}");
+    assert!(
+        waited < Duration::from_millis(2500),
+        "woken {waited:?} after the Send, not at once"
+    );
 }
