@@ -8,7 +8,7 @@
 //! With `--processes N`, N workerd processes serve on ports `--port` …
 //! `--port + N - 1`. They share one object per queue, as Workers on many
 //! machines do on Cloudflare: the first process hosts the objects and
-//! serves them to the others on a loopback port of its own
+//! serves them to the others on a Unix socket in its private directory
 //! (`mqlite_e2e::workerd::Objects`), so every write of a queue meets the
 //! others in one batch and every commit wakes every waiter of its queue.
 //! Runs until it is signalled or a process exits.
@@ -61,13 +61,15 @@ fn main() {
         .filter(|(k, _)| k.starts_with("MQLITE_") && !k.starts_with("MQLITE_E2E"))
         .filter(|(k, _)| !OWN.contains(&k.as_str()))
         .collect();
-    let mut served = Vec::new();
-    let objects_port = mqlite_e2e::free_port();
+    let mut served: Vec<Workerd> = Vec::new();
     for i in 0..processes {
-        let objects = match (processes, i) {
+        let objects = match (processes, served.first()) {
             (1, _) => Objects::Own,
-            (_, 0) => Objects::Host(objects_port),
-            _ => Objects::Remote(objects_port),
+            (_, None) => Objects::Host,
+            (_, Some(host)) => match host.objects_socket() {
+                Some(socket) => Objects::Remote(socket.to_owned()),
+                None => fail("the first process serves no objects"),
+            },
         };
         let at = Some(port + i);
         match Workerd::start_sharing(&workerd, &root, &db, &tokens, &extra, at, objects) {

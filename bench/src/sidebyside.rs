@@ -19,7 +19,8 @@
 //!    (`PGMQ_URL`) and mqlite-edge on plain workerd three ways: group commit
 //!    off (`MQLITE_COALESCE=off`), on, and on over two workerd processes
 //!    (clients alternate between them; the first hosts one object per queue
-//!    for both, as on Cloudflare, and the second reaches them over HTTP).
+//!    for both, as on Cloudflare, and the second reaches them over HTTP on a
+//!    Unix socket).
 //!    Under each row: p50 / p99 per unit of work, sqld's CPU per RPC, and how
 //!    busy each server's process tree was (CPU time / wall time, 100% = one
 //!    core), to show where the time went, and for mqlite-edge the batches
@@ -163,13 +164,13 @@ fn run(settings: &Settings) -> Result<(), String> {
     // `plain` also serves its queue objects to `front`, which keeps none of
     // its own: the two processes share one object per queue, as Workers
     // spread over machines do on Cloudflare.
-    let objects_port = mqlite_e2e::free_port();
     let share = |objects: Objects| {
         let (root, token) = (&tools.root, &stack.token);
         Workerd::start_sharing(&workerd_bin, root, &sqld.url, token, &[], None, objects)
     };
-    let plain = share(Objects::Host(objects_port))?;
-    let front = share(Objects::Remote(objects_port))?;
+    let plain = share(Objects::Host)?;
+    let socket = plain.objects_socket().ok_or("the host serves no objects")?;
+    let front = share(Objects::Remote(socket.to_owned()))?;
     let off = [("MQLITE_COALESCE".to_owned(), "off".to_owned())];
     let start = |db: &str, extra: &[(String, String)]| {
         Workerd::start_with(&workerd_bin, &tools.root, db, &stack.token, extra, None)

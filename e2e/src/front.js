@@ -1,7 +1,7 @@
 // The Worker of a workerd process whose queue objects live in another
 // process (`Objects::Remote`, e2e/src/workerd.rs): `MQLITE_WAKER` becomes a
-// namespace whose objects answer over HTTP from the process that hosts them
-// (objects.js), as a deployment's Workers reach one object per queue
+// namespace whose objects answer over HTTP, on a Unix socket, from the
+// process that hosts them (objects.js), as a deployment's Workers reach one object per queue
 // wherever it runs. The Worker calls only `getByName`, the object's
 // `commit` (Workers RPC) and its `fetch(url, {method})`
 // (src/worker_shell/waker.rs); `worker` accepts a binding whose constructor
@@ -35,7 +35,8 @@ class RemoteObject {
       body: pipeline,
     });
     if (answer.status !== 200) {
-      throw new Error(`object host: ${answer.status} ${await answer.text()}`);
+      // What the host caught, as the platform said it.
+      throw new Error(await answer.text());
     }
     const said = answer.headers.get("x-said");
     return [said, new Uint8Array(await answer.arrayBuffer())];
@@ -52,6 +53,8 @@ class RemoteObject {
 export default {
   fetch(request, env, ctx) {
     const shared = { ...env, MQLITE_WAKER: new DurableObjectNamespace(env.MQLITE_OBJECTS) };
-    return Worker.prototype.fetch.call({ env: shared, ctx }, request);
+    // Constructed as the runtime would (the export's construct trap is
+    // where the module recovers from a trap in wasm).
+    return new Worker(ctx, shared).fetch(request);
   },
 };

@@ -10,7 +10,9 @@
 //! loopback allowed. Killed on drop.
 //!
 //! Several processes may share their queue objects ([`Objects`]): one
-//! hosts them and the others reach them over HTTP, so each queue has one
+//! hosts them and the others reach them over HTTP on a Unix socket in the
+//! host's private directory (it runs statements with the Worker's database
+//! credentials, so only this user may reach it), so each queue has one
 //! object for all of them, as on Cloudflare (a Durable Object is one
 //! instance wherever the Workers calling it run).
 
@@ -22,22 +24,25 @@ use std::time::{Duration, Instant};
 const FRONT_JS: &str = include_str!("front.js");
 /// What serves a process's objects to the others (`Objects::Host`).
 const OBJECTS_JS: &str = include_str!("objects.js");
+/// The host's socket, in its private directory.
+const OBJECTS_SOCKET: &str = "objects.sock";
 
 /// Where a process's queue objects (the `MQLITE_WAKER` namespace) live.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Objects {
     /// In the process, for it alone.
     Own,
-    /// In the process, also served to other processes on this loopback port
-    /// (objects.js).
-    Host(u16),
-    /// In the process hosting them on this loopback port (front.js).
-    Remote(u16),
+    /// In the process, also served to other processes on the Unix socket
+    /// [`Workerd::objects_socket`] names (objects.js).
+    Host,
+    /// In the process hosting them, reached on this Unix socket (front.js).
+    Remote(PathBuf),
 }
 
 pub struct Workerd {
     child: Child,
     dir: PathBuf,
+    objects_socket: Option<PathBuf>,
     pub base: String,
 }
 
@@ -87,6 +92,9 @@ impl Workerd {
             vars.push((k.clone(), v.clone()));
         }
         let port = port.unwrap_or_else(crate::free_port);
+        let dir =
+            std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
+        let host_socket = dir.join(OBJECTS_SOCKET);
         let build = root.join("build");
         let mut bindings: Vec<String> = vars
             .iter()
@@ -94,12 +102,16 @@ impl Workerd {
             .collect();
         bindings.push(r#"(name = "ASSETS", service = "assets")"#.into());
         let waker = r#"(name = "MQLITE_WAKER", durableObjectNamespace = "QueueWaker")"#;
+        let namespaces = r#"
+  durableObjectNamespaces = [(className = "QueueWaker", uniqueKey = "mqlite-queue-waker", enableSql = true)],
+  durableObjectStorage = (inMemory = void),"#;
         // What the layout adds: a main module before index.js, services
-        // and sockets.
+        // and sockets; a process without objects declares none.
         let (mut front, mut services, mut sockets) = ("", String::new(), String::new());
-        match objects {
+        let mut namespaces = namespaces;
+        match &objects {
             Objects::Own => bindings.push(waker.into()),
-            Objects::Host(at) => {
+            Objects::Host => {
                 bindings.push(waker.into());
                 services = r#"
     (name = "objects", worker = (
@@ -108,17 +120,20 @@ impl Workerd {
       bindings = [(name = "MQLITE_WAKER", durableObjectNamespace = (className = "QueueWaker", serviceName = "main"))],
     )),"#
                     .replace("DATE", &date);
+                let at = format!("unix:{}", host_socket.display());
                 sockets = format!(
-                    r#"(name = "objects", address = "127.0.0.1:{at}", http = (), service = "objects"),"#
+                    r#"(name = "objects", address = {at:?}, http = (), service = "objects"),"#
                 );
             }
-            Objects::Remote(at) => {
+            Objects::Remote(socket) => {
+                namespaces = "";
                 front = r#"
     (name = "front.js", esModule = embed "front.js"),"#;
                 bindings.push(r#"(name = "MQLITE_OBJECTS", service = "objects")"#.into());
+                let at = format!("unix:{}", socket.display());
                 services = format!(
                     r#"
-    (name = "objects", external = (address = "127.0.0.1:{at}", http = ())),"#
+    (name = "objects", external = (address = {at:?}, http = ())),"#
                 );
             }
         }
@@ -142,17 +157,13 @@ const worker :Workerd.Worker = (
     (name = "index_bg.wasm", wasm = embed "index_bg.wasm"),
   ],
   compatibilityDate = {date:?},
-  bindings = [{bindings}],
-  durableObjectNamespaces = [(className = "QueueWaker", uniqueKey = "mqlite-queue-waker", enableSql = true)],
-  durableObjectStorage = (inMemory = void),
+  bindings = [{bindings}],{namespaces}
   globalOutbound = "net",
 );
 "#,
             bindings = bindings.join(", "),
             assets = assets.display().to_string(),
         );
-        let dir =
-            std::env::temp_dir().join(format!("mqlite-workerd-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // The config holds the secrets: only its owner may read it.
         #[cfg(unix)]
@@ -180,9 +191,11 @@ const worker :Workerd.Worker = (
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", workerd.display()))?;
+        let objects_socket = (objects == Objects::Host).then_some(host_socket);
         let mut served = Workerd {
             child,
             dir,
+            objects_socket,
             base: format!("http://127.0.0.1:{port}"),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -199,6 +212,11 @@ const worker :Workerd.Worker = (
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(served)
+    }
+
+    /// The Unix socket an [`Objects::Host`] process serves its objects on.
+    pub fn objects_socket(&self) -> Option<&Path> {
+        self.objects_socket.as_deref()
     }
 
     pub fn pid(&self) -> u32 {

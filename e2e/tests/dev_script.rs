@@ -178,7 +178,12 @@ fn run_script(runtime: Runtime) {
         command
             .env("MQLITE_SERVE", "workerd")
             .env("SERVE_PROCESSES", processes.to_string())
-            .env("SQLD_SHARDS", shards.to_string());
+            .env("SQLD_SHARDS", shards.to_string())
+            // A long poll of one park between two claims: a park that
+            // failed would re-poll only at the deadline, one on another
+            // process's object only when the park ran out
+            // (`wakes_across_processes`).
+            .env("MQLITE_POLL_MAX_REQUESTS", "3");
     }
     let child = command
         .arg("scripts/dev.sh")
@@ -519,7 +524,8 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
 /// The processes share one object per queue: a Send through the first
 /// process wakes a long-poll parked through the last at once, not when its
 /// park times out (`PARK_MAX_MS`, 5 s: docs/semantics.md#long-polling), as
-/// it would if each process had objects of its own.
+/// it would if each process had objects of its own, nor at the deadline, as
+/// it would if the park failed (three requests: claim, park, claim).
 fn wakes_across_processes(
     port: u16,
     processes: u16,
