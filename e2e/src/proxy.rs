@@ -198,6 +198,9 @@ fn serve(shared: &Shared, client: TcpStream) {
     };
     let mut reader = BufReader::new(read_half);
     let mut client = client;
+    // A head and a body written apart would otherwise wait out the peer's
+    // delayed acknowledgement (Nagle's algorithm): about 40 ms an answer.
+    let _ = client.set_nodelay(true);
     while let Some(request) = read_message(&mut reader, false) {
         let answer = forward(shared, &request);
         shared.forwarded.fetch_add(1, Ordering::SeqCst);
@@ -277,6 +280,7 @@ fn write_all(stream: &mut TcpStream, parts: &[&[u8]]) -> bool {
 /// body, or `None` when the database cannot be reached.
 fn forward(shared: &Shared, request: &Message) -> Option<(u16, Vec<u8>)> {
     let mut upstream = TcpStream::connect(&shared.upstream).ok()?;
+    upstream.set_nodelay(true).ok()?;
     upstream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .ok()?;
