@@ -308,7 +308,59 @@ fn forward(shared: &Shared, request: &Message) -> Option<(u16, Vec<u8>)> {
 
 #[cfg(test)]
 mod tests {
-    use super::rows_written;
+    use super::{read_message, rows_written, FaultProxy};
+    use std::io::{BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    /// An upstream that answers every request at once, one connection each.
+    fn instant_upstream() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("port").port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                if read_message(&mut reader, false).is_some() {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                    );
+                }
+            }
+        });
+        format!("http://127.0.0.1:{port}")
+    }
+
+    /// The proxy writes an answer's head and body apart: without
+    /// `TCP_NODELAY` the body waits for the client's delayed acknowledgement
+    /// of the head (about 40 ms on Linux once a connection turns
+    /// request-response), which every measurement through it then carries.
+    /// Forty round trips on one connection take a few milliseconds each, so
+    /// the bound is far from both.
+    #[test]
+    fn answers_are_not_held_for_the_peers_acknowledgement() {
+        let proxy = FaultProxy::start(&instant_upstream()).expect("proxy");
+        let mut client =
+            TcpStream::connect(proxy.url.trim_start_matches("http://")).expect("connect");
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let started = Instant::now();
+        for _ in 0..40 {
+            client
+                .write_all(b"POST /v2/pipeline HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+                .expect("request");
+            let mut reader = BufReader::new(client.try_clone().expect("clone"));
+            let answer = read_message(&mut reader, false).expect("answer");
+            assert_eq!(answer.body, b"{}");
+            assert!(reader.buffer().is_empty(), "nothing beyond the answer");
+        }
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(600),
+            "40 round trips took {took:?}: answers wait for acknowledgements"
+        );
+    }
 
     #[test]
     fn rows_written_sums_every_step_of_an_answer() {
