@@ -17,6 +17,12 @@ Usage: SQLD_BIN=/path/to/sqld python3 scripts/sqld-costs-probe.py [N]
    `query_duration_ms` with no message to insert (preparing it, plus a
    statement that does nothing) against inserting one. The statement text is
    read from the built Worker, so it is exactly what production sends.
+4. Parsing a statement that never runs: sqld's CPU per pipeline of one batch
+   step that its condition skips, the step `SELECT 1` or the Send statement
+   (as is, and padded with spaces to twice its bytes: the same tokens). sqld
+   parses every step of a batch before it runs the first, so a batch pays for
+   the text of the steps its gates skip too; the difference from `SELECT 1` is
+   that parse (docs/bench.md, "What sqld spends a batch on").
 """
 import glob
 import http.client
@@ -196,12 +202,41 @@ def prepare_share(port):
         print(f"   {name:<22} {statistics.median(durations):.3f} ms ({written})")
 
 
+def parse_share(port, pid):
+    client = Client(port)
+    # An empty "or" is false: the step never runs.
+    never = {"type": "or", "conds": []}
+    sql = send_statement()
+    texts = [("SELECT 1", "SELECT 1"), ("the Send statement", sql),
+             ("the same, padded to twice its bytes", sql + " " * len(sql))]
+    rounds = 3
+    print(f"4. sqld CPU per pipeline of one skipped step, {N} pipelines, {rounds} rounds (ms)")
+    cpu = {name: [] for name, _ in texts}
+    for _ in range(rounds):
+        for name, sql_text in texts:
+            step = {"stmt": {"sql": sql_text, "args": []}, "condition": never}
+            requests = [{"type": "batch", "batch": {"steps": [step]}}, CLOSE]
+            before = cpu_seconds(pid)
+            for _ in range(N):
+                status, body = client.pipeline(requests)
+                result = json.loads(body)["results"][0] if status == 200 else {}
+                skipped = result.get("type") == "ok" and \
+                    result["response"]["result"]["step_results"] == [None]
+                if not skipped:
+                    sys.exit(f"the step was not skipped: HTTP {status} {body[:200]!r}")
+            cpu[name].append((cpu_seconds(pid) - before) / N * 1000)
+    for name, sql_text in texts:
+        runs = " ".join(f"{ms:.3f}" for ms in cpu[name])
+        print(f"   {name:<36} {len(sql_text):>5} bytes  {runs}")
+
+
 def main():
     proc, port = start_sqld()
     try:
         stream_costs(port, proc.pid)
         idle_stream_holds_a_connection(port)
         prepare_share(port)
+        parse_share(port, proc.pid)
     finally:
         proc.kill()
 
