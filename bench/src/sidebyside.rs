@@ -39,10 +39,14 @@
 //!    each client on a queue of its own, at the client counts from 16 up,
 //!    with every process's CPU share and the databases' sqld CPU per RPC.
 //!
+//! `--think-ms N` makes each client pause a random 0..=N ms (uniform, seeded
+//! per client) before each request of a unit of work, so that arrivals are not
+//! in step (the closed loop's clients otherwise move together: docs/bench.md);
+//! a unit's latency leaves its pauses out.
 //! `--workloads cycles,batch,life` runs only those throughput rows;
 //! `--throughput-only` runs step 2 alone (a quick comparison of one change).
 //!
-//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]`
+//! Usage: `mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--think-ms 0] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,6 +70,8 @@ struct Settings {
     /// Round trip added between the Worker and the database in the
     /// delayed run (a delaying proxy, as Turso in a nearby region).
     delay_ms: u64,
+    /// `--think-ms`: the longest pause a client makes before each request.
+    think_ms: u64,
     /// Database counts of the scaling run (docs/databases.md).
     databases: Vec<usize>,
     /// `--only-databases`: the scaling run alone.
@@ -82,12 +88,13 @@ fn main() {
         seconds: 10,
         clients: vec![1, 4, 16, 64],
         delay_ms: 20,
+        think_ms: 0,
         databases: vec![1, 2, 3],
         only_databases: false,
         throughput_only: false,
         workloads: vec![Workload::Cycle, Workload::Batch64, Workload::Life64],
     };
-    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]";
+    let usage = "usage: mqlite-sidebyside [--requests N] [--seconds S] [--clients 1,4,16,64] [--delay-ms 20] [--think-ms 0] [--databases 1,2,3] [--only-databases] [--throughput-only] [--workloads cycles,batch,life]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--only-databases" {
@@ -104,6 +111,7 @@ fn main() {
             ("--requests", Some(n)) => settings.requests = n as usize,
             ("--seconds", Some(n)) => settings.seconds = n,
             ("--delay-ms", Some(n)) => settings.delay_ms = n,
+            ("--think-ms", Some(n)) => settings.think_ms = n,
             ("--clients", _) => {
                 settings.clients = numbers(&value);
                 if settings.clients.is_empty() {
@@ -867,37 +875,17 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
                 let base = target.base(client);
                 let mut tag = (client as u64) << 32;
                 let mut mine = Vec::new();
+                let mut think = Think::new(client, settings.think_ms);
                 while Instant::now() < deadline {
                     tag += 1;
                     let began = Instant::now();
-                    let outcome = match workload {
-                        Workload::Cycle => {
-                            target.send(&agent, base, queue, 1, tag).and_then(|_| {
-                                let got = target.receive(&agent, base, queue, 1)?;
-                                if got.is_empty() {
-                                    return Ok(0);
-                                }
-                                target.complete(&agent, base, queue, &got).map(|_| 1)
-                            })
-                        }
-                        Workload::Batch64 => target.send(&agent, base, queue, 64, tag).map(|_| 64),
-                        Workload::Life64 => {
-                            target.send(&agent, base, queue, 64, tag).and_then(|_| {
-                                let got = target.receive(&agent, base, queue, 64)?;
-                                if got.is_empty() {
-                                    return Ok(0);
-                                }
-                                target
-                                    .complete(&agent, base, queue, &got)
-                                    .map(|_| got.len() as u64)
-                            })
-                        }
-                    };
+                    let outcome = unit(target, &agent, base, queue, workload, tag, &mut think);
+                    let paused = think.take_paused();
                     match outcome {
                         Ok(n) => {
                             done.fetch_add(n, Ordering::Relaxed);
                             units.fetch_add(1, Ordering::Relaxed);
-                            mine.push(began.elapsed());
+                            mine.push(began.elapsed().saturating_sub(paused));
                         }
                         Err(e) => {
                             errors.fetch_add(1, Ordering::Relaxed);
@@ -936,6 +924,80 @@ fn drive(target: &Target, workload: Workload, settings: &Settings, clients: usiz
             .zip(sqld_before)
             .map(|(after, before)| after - before),
         batches,
+    }
+}
+
+/// One unit of `workload` by one client, pausing before each request.
+/// Returns the messages it got through.
+fn unit(
+    target: &Target,
+    agent: &ureq::Agent,
+    base: &str,
+    queue: &str,
+    workload: Workload,
+    tag: u64,
+    think: &mut Think,
+) -> Result<u64, String> {
+    let (count, each) = match workload {
+        Workload::Cycle => (1, 1),
+        Workload::Batch64 | Workload::Life64 => (64, 64),
+    };
+    think.pause();
+    target.send(agent, base, queue, count, tag)?;
+    if matches!(workload, Workload::Batch64) {
+        return Ok(64);
+    }
+    think.pause();
+    let got = target.receive(agent, base, queue, each)?;
+    if got.is_empty() {
+        return Ok(0);
+    }
+    think.pause();
+    target.complete(agent, base, queue, &got)?;
+    Ok(got.len() as u64)
+}
+
+/// A client's pauses before its requests (`--think-ms`): uniform in
+/// 0..=max ms from a xorshift generator seeded by the client's number, so
+/// runs repeat and clients differ.
+struct Think {
+    max_ms: u64,
+    state: u64,
+    paused: Duration,
+}
+
+impl Think {
+    fn new(client: usize, max_ms: u64) -> Think {
+        let state = (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        Think {
+            max_ms,
+            state,
+            paused: Duration::ZERO,
+        }
+    }
+
+    fn pause(&mut self) {
+        let pause = self.next_pause();
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+            self.paused += pause;
+        }
+    }
+
+    /// The next pause, to the microsecond.
+    fn next_pause(&mut self) -> Duration {
+        if self.max_ms == 0 {
+            return Duration::ZERO;
+        }
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        Duration::from_micros(self.state % (self.max_ms * 1000 + 1))
+    }
+
+    /// The pauses made since the last call.
+    fn take_paused(&mut self) -> Duration {
+        std::mem::take(&mut self.paused)
     }
 }
 
@@ -1139,7 +1201,30 @@ fn scaling(
 
 #[cfg(test)]
 mod tests {
-    use super::Batches;
+    use super::{Batches, Think};
+    use std::time::Duration;
+
+    #[test]
+    fn pauses_spread_over_the_whole_range_and_differ_between_clients() {
+        let draw = |client: usize, max_ms: u64| -> Vec<Duration> {
+            let mut think = Think::new(client, max_ms);
+            (0..2000).map(|_| think.next_pause()).collect()
+        };
+        let pauses = draw(0, 5);
+        let max = Duration::from_millis(5);
+        assert!(pauses.iter().all(|p| *p <= max));
+        assert!(pauses.iter().any(|p| *p < max / 10));
+        assert!(pauses.iter().any(|p| *p > max * 9 / 10));
+        let mean = pauses.iter().sum::<Duration>() / pauses.len() as u32;
+        assert!(mean > Duration::from_micros(2000) && mean < Duration::from_micros(3000));
+        assert_ne!(
+            pauses,
+            draw(1, 5),
+            "clients pause alike: arrivals stay in step"
+        );
+        assert_eq!(pauses, draw(0, 5), "a run does not repeat");
+        assert!(draw(3, 0).iter().all(|p| p.is_zero()));
+    }
 
     #[test]
     fn batches_formed_in_a_cell_are_described_by_their_buckets() {
