@@ -938,17 +938,17 @@ fn unit(
     tag: u64,
     think: &mut Think,
 ) -> Result<u64, String> {
-    let (count, each) = match workload {
-        Workload::Cycle => (1, 1),
-        Workload::Batch64 | Workload::Life64 => (64, 64),
+    let size = match workload {
+        Workload::Cycle => 1,
+        Workload::Batch64 | Workload::Life64 => 64,
     };
     think.pause();
-    target.send(agent, base, queue, count, tag)?;
+    target.send(agent, base, queue, size, tag)?;
     if matches!(workload, Workload::Batch64) {
-        return Ok(64);
+        return Ok(size as u64);
     }
     think.pause();
-    let got = target.receive(agent, base, queue, each)?;
+    let got = target.receive(agent, base, queue, size)?;
     if got.is_empty() {
         return Ok(0);
     }
