@@ -41,7 +41,8 @@ export MQLITE_E2E_ROOT="$REPO_ROOT" MQLITE_E2E_WRANGLER="$WRANGLER_BIN" \
   MQLITE_E2E_LIBSQL="$REPO_ROOT/target/release/mqlite-libsql" MQLITE_E2E_SQLD="$sqld"
 if [ -n "$sqld" ]; then
   SQLD_BIN="$sqld" bounded target/release/mqlite-dbcost
-  # sqld's CPU per fresh or reused stream, and preparing against running the Send statement.
+  # sqld's CPU per fresh or reused stream, preparing against running the Send statement,
+  # a skipped step's parse, and what the schema costs every request.
   SQLD_BIN="$sqld" bounded python3 scripts/sqld-costs-probe.py 400
 else
   log "SKIPPED database cost per RPC: it needs sqld's own figures (set SQLD_BIN, e.g. to the sqld that \`turso dev\` runs)"

@@ -23,6 +23,13 @@ Usage: SQLD_BIN=/path/to/sqld python3 scripts/sqld-costs-probe.py [N]
    parses every step of a batch before it runs the first, so a batch pays for
    the text of the steps its gates skip too; the difference from `SELECT 1` is
    that parse (docs/bench.md, "What sqld spends a batch on").
+5. What the schema costs every request: sqld's CPU per one-row write
+   pipeline on a fresh stream, on this database (the migrations applied in
+   step 3) against a second sqld holding only the written table, in
+   alternating rounds. A fresh stream is a fresh connection, which parses
+   every CREATE in the schema before its first statement, so each table,
+   index and trigger (and any view) costs every request, whether it uses
+   them or not (docs/engine.md, "What a batch costs sqld").
 """
 import glob
 import http.client
@@ -230,6 +237,38 @@ def parse_share(port, pid):
         print(f"   {name:<36} {len(sql_text):>5} bytes  {runs}")
 
 
+def schema_share(port, pid):
+    bare, bare_port = start_sqld()
+    try:
+        Client(bare_port).pipeline(
+            [execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"), CLOSE])
+        schema_bytes = json.loads(Client(port).pipeline([execute(
+            "SELECT sum(length(sql)) FROM sqlite_schema WHERE name <> 't'"), CLOSE])[1])
+        schema_bytes = schema_bytes["results"][0]["response"]["result"]["rows"][0][0]["value"]
+        write = [execute("BEGIN IMMEDIATE"), execute("INSERT INTO t (v) VALUES ('x')"),
+                 execute("COMMIT"), CLOSE]
+        servers = [("one table", bare_port, bare.pid),
+                   (f"the migrated schema ({schema_bytes} bytes of SQL)", port, pid)]
+        rounds = 3
+        cpu = {name: [] for name, _, _ in servers}
+        for _ in range(rounds):
+            for name, server_port, server_pid in servers:
+                client = Client(server_port)
+                before = cpu_seconds(server_pid)
+                for _ in range(N):
+                    status, body = client.pipeline(write)
+                    if status != 200 or b'"error"' in body:
+                        sys.exit(f"the write failed: HTTP {status} {body[:200]!r}")
+                cpu[name].append((cpu_seconds(server_pid) - before) / N * 1000)
+        print(f"5. sqld CPU per one-row write pipeline on a fresh stream, {N} pipelines, "
+              f"{rounds} rounds (ms)")
+        for name, _, _ in servers:
+            runs = " ".join(f"{ms:.3f}" for ms in cpu[name])
+            print(f"   {name:<48} {runs}")
+    finally:
+        bare.kill()
+
+
 def main():
     proc, port = start_sqld()
     try:
@@ -237,6 +276,7 @@ def main():
         idle_stream_holds_a_connection(port)
         prepare_share(port)
         parse_share(port, proc.pid)
+        schema_share(port, proc.pid)
     finally:
         proc.kill()
 
