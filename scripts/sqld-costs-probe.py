@@ -209,6 +209,18 @@ def prepare_share(port):
         print(f"   {name:<22} {statistics.median(durations):.3f} ms ({written})")
 
 
+def cpu_ms_per_pipeline(client, pid, requests, problem):
+    """sqld's CPU (ms) per pipeline over N runs of `requests`; `problem(status,
+    body)` names what went wrong with an answer, or None."""
+    before = cpu_seconds(pid)
+    for _ in range(N):
+        status, body = client.pipeline(requests)
+        wrong = problem(status, body)
+        if wrong:
+            sys.exit(wrong)
+    return (cpu_seconds(pid) - before) / N * 1000
+
+
 def parse_share(port, pid):
     client = Client(port)
     # An empty "or" is false: the step never runs.
@@ -219,19 +231,18 @@ def parse_share(port, pid):
     rounds = 3
     print(f"4. sqld CPU per pipeline of one skipped step, {N} pipelines, {rounds} rounds (ms)")
     cpu = {name: [] for name, _ in texts}
+
+    def skipped(status, body):
+        result = json.loads(body)["results"][0] if status == 200 else {}
+        if result.get("type") == "ok" and result["response"]["result"]["step_results"] == [None]:
+            return None
+        return f"the step was not skipped: HTTP {status} {body[:200]!r}"
+
     for _ in range(rounds):
         for name, sql_text in texts:
             step = {"stmt": {"sql": sql_text, "args": []}, "condition": never}
             requests = [{"type": "batch", "batch": {"steps": [step]}}, CLOSE]
-            before = cpu_seconds(pid)
-            for _ in range(N):
-                status, body = client.pipeline(requests)
-                result = json.loads(body)["results"][0] if status == 200 else {}
-                skipped = result.get("type") == "ok" and \
-                    result["response"]["result"]["step_results"] == [None]
-                if not skipped:
-                    sys.exit(f"the step was not skipped: HTTP {status} {body[:200]!r}")
-            cpu[name].append((cpu_seconds(pid) - before) / N * 1000)
+            cpu[name].append(cpu_ms_per_pipeline(client, pid, requests, skipped))
     for name, sql_text in texts:
         runs = " ".join(f"{ms:.3f}" for ms in cpu[name])
         print(f"   {name:<36} {len(sql_text):>5} bytes  {runs}")
@@ -251,15 +262,15 @@ def schema_share(port, pid):
                    (f"the migrated schema ({schema_bytes} bytes of SQL)", port, pid)]
         rounds = 3
         cpu = {name: [] for name, _, _ in servers}
+        def written(status, body):
+            if status == 200 and b'"error"' not in body:
+                return None
+            return f"the write failed: HTTP {status} {body[:200]!r}"
+
         for _ in range(rounds):
             for name, server_port, server_pid in servers:
-                client = Client(server_port)
-                before = cpu_seconds(server_pid)
-                for _ in range(N):
-                    status, body = client.pipeline(write)
-                    if status != 200 or b'"error"' in body:
-                        sys.exit(f"the write failed: HTTP {status} {body[:200]!r}")
-                cpu[name].append((cpu_seconds(server_pid) - before) / N * 1000)
+                cpu[name].append(
+                    cpu_ms_per_pipeline(Client(server_port), server_pid, write, written))
         print(f"5. sqld CPU per one-row write pipeline on a fresh stream, {N} pipelines, "
               f"{rounds} rounds (ms)")
         for name, _, _ in servers:
