@@ -35,6 +35,7 @@ import glob
 import http.client
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -55,6 +56,7 @@ def free_port():
 
 
 def start_sqld():
+    """A fresh sqld on a temporary database: (process, port); `stop_sqld` ends it."""
     sqld = os.environ.get("SQLD_BIN")
     if not sqld:
         sys.exit("SQLD_BIN must name the sqld binary")
@@ -64,6 +66,7 @@ def start_sqld():
         [sqld, "--db-path", os.path.join(path, "db"), "--http-listen-addr",
          f"127.0.0.1:{port}", "--no-welcome", "--max-concurrent-connections", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc.db_dir = path
     for _ in range(200):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -72,8 +75,14 @@ def start_sqld():
             return proc, port
         except OSError:
             time.sleep(0.05)
-    proc.kill()
+    stop_sqld(proc)
     sys.exit("sqld did not start")
+
+
+def stop_sqld(proc):
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(proc.db_dir, ignore_errors=True)
 
 
 def cpu_seconds(pid):
@@ -98,6 +107,9 @@ def execute(sql, args=()):
 
 
 CLOSE = {"type": "close"}
+# The table steps 1 and 5 write to, and their one-row write pipeline.
+CREATE_WRITTEN_TABLE = "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"
+ONE_ROW_WRITE = ["BEGIN IMMEDIATE", "INSERT INTO t (v) VALUES ('x')", "COMMIT"]
 
 
 def text(v):
@@ -143,9 +155,8 @@ def send_statement():
 
 def stream_costs(port, pid):
     client = Client(port)
-    client.pipeline([execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"), CLOSE])
-    write = [execute("BEGIN IMMEDIATE"), execute("INSERT INTO t (v) VALUES ('x')"),
-             execute("COMMIT")]
+    client.pipeline([execute(CREATE_WRITTEN_TABLE), CLOSE])
+    write = [execute(sql) for sql in ONE_ROW_WRITE]
     print(f"1. sqld CPU / wall time per pipeline, {N} pipelines each (ms)")
     print(f"   {'pipeline':<20} {'fresh stream':>16} {'reused stream':>16}")
     for name, requests in [("empty", []), ("SELECT 1", [execute("SELECT 1")]),
@@ -251,17 +262,17 @@ def parse_share(port, pid):
 def schema_share(port, pid):
     bare, bare_port = start_sqld()
     try:
-        Client(bare_port).pipeline(
-            [execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"), CLOSE])
-        schema_bytes = json.loads(Client(port).pipeline([execute(
-            "SELECT sum(length(sql)) FROM sqlite_schema WHERE name <> 't'"), CLOSE])[1])
-        schema_bytes = schema_bytes["results"][0]["response"]["result"]["rows"][0][0]["value"]
-        write = [execute("BEGIN IMMEDIATE"), execute("INSERT INTO t (v) VALUES ('x')"),
-                 execute("COMMIT"), CLOSE]
+        Client(bare_port).pipeline([execute(CREATE_WRITTEN_TABLE), CLOSE])
+        _, answer = Client(port).pipeline([execute(
+            "SELECT sum(length(sql)) FROM sqlite_schema WHERE name <> 't'"), CLOSE])
+        result = json.loads(answer)["results"][0]["response"]["result"]
+        schema_bytes = result["rows"][0][0]["value"]
+        write = [execute(sql) for sql in ONE_ROW_WRITE] + [CLOSE]
         servers = [("one table", bare_port, bare.pid),
                    (f"the migrated schema ({schema_bytes} bytes of SQL)", port, pid)]
         rounds = 3
         cpu = {name: [] for name, _, _ in servers}
+
         def written(status, body):
             if status == 200 and b'"error"' not in body:
                 return None
@@ -277,7 +288,7 @@ def schema_share(port, pid):
             runs = " ".join(f"{ms:.3f}" for ms in cpu[name])
             print(f"   {name:<48} {runs}")
     finally:
-        bare.kill()
+        stop_sqld(bare)
 
 
 def main():
@@ -289,7 +300,7 @@ def main():
         parse_share(port, proc.pid)
         schema_share(port, proc.pid)
     finally:
-        proc.kill()
+        stop_sqld(proc)
 
 
 main()
