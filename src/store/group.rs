@@ -877,9 +877,11 @@ pub struct BatchStats {
     pub largest: u64,
 }
 
-/// Forms batches of the submissions of one queue (one per wake object,
-/// or one per queue in a native process). Single-writer state behind a
-/// mutex that is never held across an await.
+/// Forms batches of the submissions of one queue to one database (one per
+/// database in a wake object, [`PerDatabase`], or one per queue in a native
+/// process): every submission names the same transport, since a batch goes
+/// through its leader's. Single-writer state behind a mutex that is never
+/// held across an await.
 #[derive(Default)]
 pub struct Coalescer {
     state: Mutex<State>,
@@ -1063,6 +1065,40 @@ impl Drop for Handoff<'_> {
             }
         }
         state.busy = false;
+    }
+}
+
+/// A queue's coalescers in its wake object, one per database its writes
+/// name. A batch is one transaction in one database, yet one queue name's
+/// writes can name two: while the name is being placed, a Worker that has
+/// not seen the placement sends its write to the catalog (where the name
+/// does not exist yet) as another sends to the placed database
+/// (docs/databases.md). Each database forms its own batches, so no write
+/// runs in a database other than the one it names.
+pub struct PerDatabase<T> {
+    lanes: Vec<(String, T, Coalescer)>,
+}
+
+impl<T: Transport> PerDatabase<T> {
+    /// `databases` by name, each with its own coalescer folding `folds`.
+    pub fn new(databases: impl IntoIterator<Item = (String, T)>, folds: Folds) -> Self {
+        let lanes = databases
+            .into_iter()
+            .map(|(name, transport)| (name, transport, Coalescer::default().folding(folds)))
+            .collect();
+        PerDatabase { lanes }
+    }
+
+    /// Runs `body` in the next batch of the database `named`
+    /// ([`Coalescer::submit`]); `None` when no database has that name.
+    pub async fn submit(&self, named: &str, body: &str, wakes: bool) -> Option<Submitted> {
+        let (_, transport, coalescer) = self.lanes.iter().find(|(name, ..)| name == named)?;
+        Some(coalescer.submit(transport, body, wakes).await)
+    }
+
+    /// No batch in flight and none waiting in any database.
+    pub fn idle(&self) -> bool {
+        self.lanes.iter().all(|(.., coalescer)| coalescer.idle())
     }
 }
 
@@ -1821,6 +1857,13 @@ mod tests {
         async fn pause(&self, _millis: u32) {}
     }
 
+    /// How a write that formed a batch by itself was carried.
+    const ALONE_IN_ITS_BATCH: Carried = Carried::Batch {
+        members: 1,
+        first: true,
+        folded: false,
+    };
+
     /// Polls `future` once.
     async fn poll_once<F: std::future::Future + Unpin>(
         future: &mut F,
@@ -1859,14 +1902,7 @@ mod tests {
             verdict, carried, ..
         } = third.expect("the third was stranded");
         assert!(matches!(verdict, Verdict::Retry(_)), "{verdict:?}");
-        assert_eq!(
-            carried,
-            Carried::Batch {
-                members: 1,
-                first: true,
-                folded: false,
-            }
-        );
+        assert_eq!(carried, ALONE_IN_ITS_BATCH);
     }
 
     /// Idle only with no batch in flight and none waiting: what lets a
@@ -1887,6 +1923,92 @@ mod tests {
         assert!(!coalescer.idle(), "the second leads next");
         second.await;
         assert!(coalescer.idle());
+    }
+
+    /// A database that keeps the pipelines it was sent, each batch waiting
+    /// for a permit, then refused (every member: retry).
+    struct Keeping {
+        gate: tokio::sync::Semaphore,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Keeping {
+        fn new(permits: usize) -> Self {
+            Keeping {
+                gate: tokio::sync::Semaphore::new(permits),
+                seen: Mutex::default(),
+            }
+        }
+
+        fn saw(&self, sql: &str) -> usize {
+            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.iter().filter(|body| body.contains(sql)).count()
+        }
+    }
+
+    impl Transport for Keeping {
+        async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
+            let _permit = self.gate.acquire().await;
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            seen.push(body.to_owned());
+            Err(TransportError::NotSent("refused".into()))
+        }
+        async fn pause(&self, _millis: u32) {}
+    }
+
+    /// Writes of one queue naming two databases (a name being placed) never
+    /// meet in a batch: each runs in the database it names, and one
+    /// database's batch in flight does not hold up the other's writes.
+    #[tokio::test]
+    async fn writes_naming_another_database_form_their_own_batches() {
+        let lanes = PerDatabase::new(
+            [
+                ("main".to_owned(), Keeping::new(0)),
+                ("eu".to_owned(), Keeping::new(8)),
+            ],
+            &[],
+        );
+        let (a, b, c) = (
+            program("SELECT 1"),
+            program("SELECT 2"),
+            program("SELECT 3"),
+        );
+        let mut first = Box::pin(lanes.submit("main", &a, false));
+        let mut second = Box::pin(lanes.submit("main", &b, false));
+        assert!(
+            poll_once(&mut first).await.is_pending(),
+            "main's batch in flight"
+        );
+        assert!(poll_once(&mut second).await.is_pending(), "behind it");
+        let eu = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            lanes.submit("eu", &c, false),
+        )
+        .await
+        .expect("eu's write waited behind main's batch");
+        let Some(Submitted { carried, .. }) = eu else {
+            panic!("eu is configured");
+        };
+        assert_eq!(carried, ALONE_IN_ITS_BATCH);
+        assert!(!lanes.idle(), "main's batch is still in flight");
+        let (main, eu) = (&lanes.lanes[0].1, &lanes.lanes[1].1);
+        main.gate.add_permits(8);
+        assert!(first.await.is_some());
+        assert!(second.await.is_some());
+        assert!(lanes.idle());
+        assert_eq!(
+            (
+                main.saw("SELECT 1"),
+                main.saw("SELECT 2"),
+                main.saw("SELECT 3")
+            ),
+            (1, 1, 0)
+        );
+        assert_eq!(
+            (eu.saw("SELECT 1"), eu.saw("SELECT 2"), eu.saw("SELECT 3")),
+            (0, 0, 1)
+        );
+        assert!(lanes.submit("us", &a, false).await.is_none());
     }
 
     #[test]

@@ -83,6 +83,31 @@ impl<'a> Said<'a> {
     }
 }
 
+/// Whether a failed call to the object was refused by the platform before
+/// the object saw it, so nothing ran and the Worker may send the write
+/// directly: an object or account shedding load (the error's `.overloaded`
+/// flag, or its message), or the Worker's own subrequest or plan limit.
+/// An object reset (its memory or CPU limit, a storage timeout, a code
+/// update) can come after the object took the write into a batch that
+/// committed, and so can any failure not named here: those stay
+/// `503 outcome_unknown` (docs/engine.md#group-commit).
+pub fn refused_before_delivery(message: &str, overloaded: bool) -> bool {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("reset") {
+        return false;
+    }
+    overloaded
+        || [
+            "overloaded",
+            "too many requests",
+            "too much load",
+            "too many subrequests",
+            "exceeded allowed",
+        ]
+        .iter()
+        .any(|p| lower.contains(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +209,40 @@ mod tests {
         ] {
             assert_eq!(Said::parse(text), None, "{text}");
         }
+    }
+
+    /// Cloudflare's wording for a refused call (Durable Objects error
+    /// handling and troubleshooting docs) against the resets that may come
+    /// after the object took the write: sending those directly could run a
+    /// committed Send twice.
+    #[test]
+    fn only_a_refusal_before_delivery_sends_the_write_directly() {
+        for refused in [
+            "Error: Durable Object is overloaded. Too many requests queued.",
+            "Error: Durable Object is overloaded. Too much data queued.",
+            "Error: Durable Object is overloaded. Requests queued for too long.",
+            "Error: Durable Object is overloaded. Too many requests for the same object within a 10 second window.",
+            "Error: Your account is generating too much load on Durable Objects. Please back off and try again later.",
+            "Error: Too many subrequests.",
+            "Error: Exceeded allowed volume of requests in Durable Objects free tier.",
+        ] {
+            assert!(refused_before_delivery(refused, false), "{refused}");
+        }
+        for maybe_ran in [
+            "Error: Durable Object's isolate exceeded its memory limit and was reset.",
+            "Error: Durable Object exceeded its CPU time limit and was reset.",
+            "Error: Durable Object storage operation exceeded timeout which caused object to be reset.",
+            "Error: Durable Object reset because its code was updated.",
+            "Error: Internal error in Durable Object storage caused object to be reset.",
+            "Error: Network connection lost.",
+            "TypeError: the object threw",
+        ] {
+            assert!(!refused_before_delivery(maybe_ran, false), "{maybe_ran}");
+        }
+        assert!(refused_before_delivery("Error: shedding", true));
+        assert!(!refused_before_delivery(
+            "Error: Durable Object exceeded its CPU time limit and was reset.",
+            true
+        ));
     }
 }

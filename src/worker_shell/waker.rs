@@ -20,9 +20,9 @@ use worker::{js_sys, web_sys};
 
 use super::{body_bytes, describe, DatabaseFetch};
 use crate::engine::{Parked, PARK_MAX_MS};
-use crate::store::group::{Coalescer, Verdict, MEMBER_MAX_BYTES};
+use crate::store::group::{PerDatabase, Verdict, MEMBER_MAX_BYTES};
 use crate::store::lone::IDLE_FOR_MS;
-use crate::store::said::{Said, ANSWER, LOST, RETRY, UNAVAILABLE};
+use crate::store::said::{refused_before_delivery, Said, ANSWER, LOST, RETRY, UNAVAILABLE};
 use crate::store::{Carried, Group, HttpReply, TransportError};
 use crate::wake::{Board, Slot};
 
@@ -75,9 +75,9 @@ pub struct QueueWaker {
 
 struct Core {
     board: RefCell<Board<Waiting>>,
-    coalescer: Coalescer,
-    /// Every configured database: the queue's writes name theirs.
-    databases: std::result::Result<Vec<DatabaseFetch>, String>,
+    /// Every configured database with its coalescer: the queue's writes
+    /// name theirs.
+    databases: std::result::Result<PerDatabase<DatabaseFetch>, String>,
     fault: Fault,
     /// When the last write reached the object (its clock): writes coming
     /// closer together than `IDLE_FOR_MS` mean others write the queue, from
@@ -95,9 +95,10 @@ impl DurableObject for QueueWaker {
         };
         let core = Core {
             board: RefCell::new(Board::default()),
-            coalescer: Coalescer::default().folding(crate::engine::FOLDS),
-            databases: DatabaseFetch::all_from_env(&|name| super::binding(&env, name))
-                .map(|all| all.into_iter().map(DatabaseFetch::copying_body).collect()),
+            databases: DatabaseFetch::all_from_env(&|name| super::binding(&env, name)).map(|all| {
+                let named = all.into_iter().map(|d| (d.name.clone(), d.copying_body()));
+                PerDatabase::new(named, crate::engine::FOLDS)
+            }),
             fault,
             last_write_ms: Cell::new(None),
         };
@@ -189,11 +190,6 @@ impl Core {
             (Err(e), _) => return unavailable(e),
             (Ok(databases), _) => databases,
         };
-        // The database the queue lives in, which never changes
-        // (docs/databases.md), so every write of this object names the same.
-        let Some(database) = databases.iter().find(|d| d.name == named) else {
-            return unavailable("unknown database");
-        };
         let arrived_ms = worker::Date::now().as_millis();
         let written_recently = self
             .last_write_ms
@@ -202,7 +198,9 @@ impl Core {
         let Ok(body) = std::str::from_utf8(pipeline) else {
             return unavailable("a pipeline that is not UTF-8");
         };
-        let submitted = self.coalescer.submit(database, body, wakes).await;
+        let Some(submitted) = databases.submit(named, body, wakes).await else {
+            return unavailable("unknown database");
+        };
         // Before this write's own commit wakes them.
         let parked = self.board.borrow().has_waiters();
         let woke = match submitted.woke_at {
@@ -218,7 +216,7 @@ impl Core {
         // send the queue's next writes directly for a while (`store::lone`).
         let idle = matches!(carried, Carried::Batch { members: 1, .. })
             && !written_recently
-            && self.coalescer.idle()
+            && databases.idle()
             && !parked;
         let (verdict, status, body) = match verdict {
             Verdict::Answer(reply) => (ANSWER, reply.status, reply.body),
@@ -371,7 +369,9 @@ impl Committer {
                 Ok(answer) => js_sys::Array::from(&answer),
                 // The platform refused the call before the object saw it (a
                 // plan limit, an overloaded object): nothing ran.
-                Err(e) if refused_before_delivery(&describe(&e)) => return Ok(None),
+                Err(e) if refused_before_delivery(&describe(&e), overloaded(&e)) => {
+                    return Ok(None)
+                }
                 Err(e) => {
                     return Err(TransportError::AnswerLost(format!(
                         "group commit object: {}",
@@ -442,13 +442,11 @@ impl Grouped {
     }
 }
 
-/// A stub call the platform refused without delivering it: a plan's
-/// request limit ("exceeded"), or an object shedding load ("overloaded").
-fn refused_before_delivery(message: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    ["exceeded", "overloaded", "too many requests"]
-        .iter()
-        .any(|p| lower.contains(p))
+/// The `.overloaded` flag the platform sets on an error of an object
+/// shedding load (Durable Objects error handling).
+fn overloaded(error: &JsValue) -> bool {
+    js_sys::Reflect::get(error, &JsValue::from_str("overloaded"))
+        .is_ok_and(|flag| flag.as_bool() == Some(true))
 }
 
 /// Whether the `MQLITE_WAKE` value leaves wake hints on (unset: on).
