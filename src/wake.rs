@@ -74,6 +74,37 @@ impl<S: Slot> Board<S> {
     }
 }
 
+/// One request's account of its wakes: the queues whose object woke their
+/// waiters on a commit it made, and the queues this request also wrote
+/// without the object (a lone write, or the direct path after the object
+/// declined: a retry after a migration can take either). A hint is needless
+/// only for a queue whose object saw every commit this request made on it;
+/// a commit it did not see may come after the object's wake and after a
+/// waiter parked since then.
+#[derive(Debug, Default)]
+pub struct RequestWakes {
+    woken: Vec<String>,
+    bypassed: Vec<String>,
+}
+
+impl RequestWakes {
+    /// `queue`'s object woke its waiters on one of this request's commits.
+    pub fn woke(&mut self, queue: &str) {
+        self.woken.push(queue.to_owned());
+    }
+
+    /// A write of `queue` went to the database without its object.
+    pub fn bypassed(&mut self, queue: &str) {
+        self.bypassed.push(queue.to_owned());
+    }
+
+    /// Whether `queue`'s object already woke its waiters for everything
+    /// this request committed on it (no hint to send).
+    pub fn covers(&self, queue: &str) -> bool {
+        self.woken.iter().any(|q| q == queue) && !self.bypassed.iter().any(|q| q == queue)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +135,26 @@ mod tests {
             },
             woken,
         )
+    }
+
+    /// A write that went around the object (before or after the one it
+    /// woke for) keeps the queue's hint: a waiter may have parked after
+    /// the object's wake and before that commit.
+    #[test]
+    fn only_a_queue_whose_object_saw_every_commit_skips_its_hint() {
+        let mut wakes = RequestWakes::default();
+        assert!(!wakes.covers("q"));
+        wakes.woke("q");
+        assert!(wakes.covers("q"));
+        assert!(!wakes.covers("other"));
+        wakes.bypassed("q");
+        assert!(!wakes.covers("q"));
+        let mut wakes = RequestWakes::default();
+        wakes.bypassed("q");
+        wakes.woke("q");
+        assert!(!wakes.covers("q"));
+        wakes.woke("r");
+        assert!(wakes.covers("r"));
     }
 
     #[test]

@@ -224,12 +224,13 @@ async fn asset_bytes(env: &Env, path: &str) -> Result<Vec<u8>, String> {
 
 /// Sends the answer's wake hints once it is on its way, off its path: a
 /// hint that fails or is lost costs a waiter at most one park. A queue
-/// whose object already woke its waiters on this request's commit gets none.
+/// whose object already woke its waiters for every commit this request
+/// made on it gets none.
 fn notify_after(ctx: &Context, waker: Waker, hints: &[http::WakeHint], woken: &Woken) {
     let woken = woken.borrow();
     let hints: Vec<http::WakeHint> = hints
         .iter()
-        .filter(|h| !woken.contains(&h.queue))
+        .filter(|h| !woken.covers(&h.queue))
         .cloned()
         .collect();
     if hints.is_empty() {
@@ -547,7 +548,7 @@ struct WorkerTransport {
 }
 
 /// One request's queues whose waiters were woken by their object.
-type Woken = std::rc::Rc<std::cell::RefCell<Vec<String>>>;
+type Woken = std::rc::Rc<std::cell::RefCell<crate::wake::RequestWakes>>;
 
 impl Transport for WorkerTransport {
     async fn send_pipeline(&self, body: &str) -> Result<HttpReply, TransportError> {
@@ -562,6 +563,7 @@ impl Transport for WorkerTransport {
         if let Some(committer) = &self.committer {
             let write = lone_writes().start(group.queue, Date::now().as_millis());
             if write.lone {
+                self.woken.borrow_mut().bypassed(group.queue);
                 return (self.database.post(body).await, Carried::Lone);
             }
             let grouped = committer.commit(group, body).await;
@@ -574,11 +576,12 @@ impl Transport for WorkerTransport {
             {
                 lone_writes().answered(group.queue, idle, Date::now().as_millis());
                 if woke {
-                    self.woken.borrow_mut().push(group.queue.to_owned());
+                    self.woken.borrow_mut().woke(group.queue);
                 }
                 return (outcome, carried);
             }
         }
+        self.woken.borrow_mut().bypassed(group.queue);
         (self.database.post(body).await, Carried::Direct)
     }
 

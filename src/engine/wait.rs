@@ -128,7 +128,7 @@ where
         }
         // A park and the claim after it: spread the parks evenly, none
         // longer than PARK_MAX_MS, so the last claim falls on the deadline.
-        if hints && requests_left >= 2 {
+        if hints && can_park_to_the_deadline(remaining, requests_left) {
             // Nobody may be there to observe (and notify) a schedule or
             // lease coming due: the waiter re-claims then itself.
             let due = claimed.next_due_ms.saturating_sub(claimed.now_ms).max(0) as u64;
@@ -157,6 +157,18 @@ where
     }
 }
 
+/// Whether `requests_left` pay for parks of at most `PARK_MAX_MS` and a
+/// claim after each all the way to the deadline, with one request to spare:
+/// a wake (often for a message another consumer takes first) ends a park
+/// early and spends its claim, and the spare keeps a last claim for the
+/// deadline (docs/semantics.md#long-polling). Short of that the waiter
+/// re-polls as without hints, spreading what is left over the wait, instead
+/// of spending it on wakes and then sleeping to the deadline or answering
+/// before it.
+fn can_park_to_the_deadline(remaining: u64, requests_left: u64) -> bool {
+    requests_left > 2 * remaining.div_ceil(PARK_MAX_MS)
+}
+
 /// The pause before the next claim without hints: keep the last request
 /// for the final attempt at the deadline, and never poll faster than the
 /// budget allows.
@@ -178,13 +190,14 @@ mod tests {
     use super::*;
 
     /// A waiter on a manual clock that records what it is asked to do; its
-    /// parks end as `parks_end` says, in turn (then time out), taking the
-    /// whole time given.
+    /// parks end as `parks_end` says, in turn, taking the whole time given;
+    /// then woken `woken_after` into each (when set), or timed out.
     #[derive(Default)]
     struct Script {
         now: Cell<u64>,
         hints: bool,
         parks_end: RefCell<Vec<Parked>>,
+        woken_after: Option<u64>,
         sleeps: RefCell<Vec<u64>>,
         parks: RefCell<Vec<u64>>,
     }
@@ -202,12 +215,23 @@ mod tests {
         }
         async fn park(&self, _queue: &str, _since_ms: i64, millis: u64) -> Parked {
             self.parks.borrow_mut().push(millis);
-            self.now.set(self.now.get() + millis);
             let mut ends = self.parks_end.borrow_mut();
-            if ends.is_empty() {
-                Parked::TimedOut
-            } else {
-                ends.remove(0)
+            let (took, end) = match self.woken_after {
+                _ if !ends.is_empty() => (millis, ends.remove(0)),
+                Some(after) if after < millis => (after, Parked::Woken),
+                _ => (millis, Parked::TimedOut),
+            };
+            self.now.set(self.now.get() + took);
+            end
+        }
+    }
+
+    impl Script {
+        /// A waiter whose queue has wake hints.
+        fn with_hints() -> Self {
+            Script {
+                hints: true,
+                ..Script::default()
             }
         }
     }
@@ -306,10 +330,7 @@ mod tests {
     /// A wait of 0 claims once and marks nothing, hints or not.
     #[test]
     fn a_zero_wait_claims_once_without_marking() {
-        let waiter = Script {
-            hints: true,
-            ..Script::default()
-        };
+        let waiter = Script::with_hints();
         let claims = Claims::default();
         let spent = pollster::block_on(poll(&waiter, 0, 10, &claims, None)).expect("poll");
         assert_eq!(*claims.borrow(), [(10, false)]);
@@ -327,30 +348,112 @@ mod tests {
             ..Script::default()
         };
         let claims = Claims::default();
-        let spent = pollster::block_on(poll(&waiter, 20_000, 6, &claims, None)).expect("poll");
-        // Parks of 5 s (20 s in four), the second failing at 10 s; then 6
-        // requests less 2 claims and 2 parks leave 2: a pause to half of
-        // the 10 s left, then one to the deadline.
+        let spent = pollster::block_on(poll(&waiter, 20_000, 10, &claims, None)).expect("poll");
+        // Parks of 5 s (20 s in four), the second failing at 10 s; then 10
+        // requests less 2 claims and 2 parks leave 6: the 10 s left in six
+        // pauses, the last claim on the deadline.
         assert_eq!(*waiter.parks.borrow(), [5_000, 5_000]);
-        assert_eq!(*waiter.sleeps.borrow(), [5_000, 5_000]);
+        assert_eq!(
+            *waiter.sleeps.borrow(),
+            [1_666, 1_666, 1_667, 1_667, 1_667, 1_667]
+        );
         assert_eq!(waiter.now.get(), 20_000);
         let claims = claims.borrow();
         assert_eq!(
             *claims,
-            [(6, true), (4, true), (2, false), (1, false)],
+            [
+                (10, true),
+                (8, true),
+                (6, false),
+                (5, false),
+                (4, false),
+                (3, false),
+                (2, false),
+                (1, false)
+            ],
             "the limits left, and marking only while hints work"
         );
-        assert_eq!((spent.attempts, spent.fetches, spent.parks), (4, 4, 2));
-        // The first park failing at 5 s: 4 requests less a claim and a park
-        // leave 2, the 15 s left split in two pauses.
+        assert_eq!((spent.attempts, spent.fetches, spent.parks), (8, 8, 2));
+        // The first park failing at 5 s: 10 requests less a claim and a
+        // park leave 8, the 15 s left in pauses of 15/8 s.
         let waiter = Script {
             hints: true,
             parks_end: RefCell::new(vec![Parked::Failed]),
             ..Script::default()
         };
-        pollster::block_on(poll(&waiter, 20_000, 4, &Claims::default(), None)).expect("poll");
+        pollster::block_on(poll(&waiter, 20_000, 10, &Claims::default(), None)).expect("poll");
         assert_eq!(*waiter.parks.borrow(), [5_000]);
-        assert_eq!(*waiter.sleeps.borrow(), [7_500, 7_500]);
+        assert_eq!(*waiter.sleeps.borrow(), [1_875; 8]);
+    }
+
+    /// A budget too small to park all the way to the deadline re-polls as
+    /// without hints: it never answers before the deadline (5 requests
+    /// once parked twice for 5 s and answered at 10 s of a 20 s wait).
+    #[test]
+    fn a_small_budget_with_hints_keeps_its_last_claim_for_the_deadline() {
+        let waiter = Script::with_hints();
+        let claims = Claims::default();
+        let spent = pollster::block_on(poll(&waiter, 20_000, 5, &claims, None)).expect("poll");
+        assert_eq!(waiter.now.get(), 20_000, "the last claim on the deadline");
+        assert_eq!(*waiter.sleeps.borrow(), [5_000; 4]);
+        assert_eq!((spent.attempts, spent.fetches, spent.parks), (5, 5, 0));
+        // An empty 20 s wait with the default budget: 5 claims, 4 parks.
+        let waiter = Script::with_hints();
+        let spent =
+            pollster::block_on(poll(&waiter, 20_000, 40, &Claims::default(), None)).expect("poll");
+        assert_eq!(*waiter.parks.borrow(), [5_000; 4]);
+        assert_eq!((spent.attempts, spent.parks), (5, 4));
+    }
+
+    /// Wakes whose claims find nothing (another consumer took the message)
+    /// spend the budget two requests at a time; short of what parking to
+    /// the deadline needs, the waiter spreads what is left over the wait.
+    /// It once spent it all on wakes, then slept 18 s to the deadline, or,
+    /// its first claim retried once, answered empty at 1.9 s.
+    #[test]
+    fn wakes_that_find_nothing_neither_deafen_a_waiter_nor_end_its_wait_early() {
+        for first_claim_fetches in [1, 2] {
+            let waiter = Script {
+                hints: true,
+                woken_after: Some(100),
+                ..Script::default()
+            };
+            let claims = Claims::default();
+            let claim = |_limit: u32, _mark: bool| {
+                let n = claims.borrow().len();
+                claims.borrow_mut().push((0, false));
+                let stats = RunStats {
+                    fetches: if n == 0 { first_claim_fetches } else { 1 },
+                    ..RunStats::default()
+                };
+                let nothing = Claimed::<()> {
+                    messages: Vec::new(),
+                    now_ms: 0,
+                    next_due_ms: i64::MAX,
+                };
+                std::future::ready((Ok(nothing), stats))
+            };
+            let (_, spent) =
+                pollster::block_on(long_poll(&waiter, "q", 20_000, 40, BACKOFF, claim))
+                    .expect("poll");
+            assert_eq!(waiter.now.get(), 20_000, "the last claim on the deadline");
+            assert!(spent.fetches + spent.parks <= 40, "{spent:?}");
+            let sleeps = waiter.sleeps.borrow();
+            assert!(
+                sleeps.iter().all(|&s| s <= PARK_MAX_MS),
+                "never deaf longer than a park: {sleeps:?}"
+            );
+        }
+        // Two requests left, 5 s to go: a park woken early and its claim
+        // would spend both before the deadline.
+        let waiter = Script {
+            hints: true,
+            woken_after: Some(100),
+            ..Script::default()
+        };
+        pollster::block_on(poll(&waiter, 5_000, 3, &Claims::default(), None)).expect("poll");
+        assert_eq!(waiter.now.get(), 5_000, "the last claim on the deadline");
+        assert!(waiter.parks.borrow().is_empty());
     }
 
     /// A failed park at the deadline makes the final claim at once.
@@ -393,18 +496,15 @@ mod tests {
     }
 
     /// Parks count toward the budget a later claim spends: a claim, a
-    /// park, then a claim cut after its one fetch is 3 of a budget of 3.
+    /// park, then a claim cut after its two fetches is 4 of a budget of 4.
     #[test]
     fn a_budget_spent_after_a_park_counts_the_park() {
-        let waiter = Script {
-            hints: true,
-            ..Script::default()
-        };
+        let waiter = Script::with_hints();
         let claims = Claims::default();
-        let spent = pollster::block_on(poll(&waiter, 10_000, 3, &claims, Some((1, 1))));
+        let spent = pollster::block_on(poll(&waiter, 5_000, 4, &claims, Some((1, 2))));
         assert_eq!(
             spent.map(|s| (s.attempts, s.fetches, s.parks)),
-            Ok((1, 2, 1))
+            Ok((1, 3, 1))
         );
     }
 }

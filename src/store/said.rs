@@ -86,7 +86,8 @@ impl<'a> Said<'a> {
 /// Whether a failed call to the object was refused by the platform before
 /// the object saw it, so nothing ran and the Worker may send the write
 /// directly: an object or account shedding load (the error's `.overloaded`
-/// flag, or its message), or the Worker's own subrequest or plan limit.
+/// flag, or its message), or the Worker's own subrequest limit, or the
+/// account's (the Free plan's daily allowance, a spending cap).
 /// An object reset (its memory or CPU limit, a storage timeout, a code
 /// update) can come after the object took the write into a batch that
 /// committed, and so can any failure not named here: those stay
@@ -103,6 +104,7 @@ pub fn refused_before_delivery(message: &str, overloaded: bool) -> bool {
             "too much load",
             "too many subrequests",
             "exceeded allowed",
+            "spending cap",
         ]
         .iter()
         .any(|p| lower.contains(p))
@@ -225,6 +227,8 @@ mod tests {
             "Error: Your account is generating too much load on Durable Objects. Please back off and try again later.",
             "Error: Too many subrequests.",
             "Error: Exceeded allowed volume of requests in Durable Objects free tier.",
+            "Error: Exceeded allowed duration in Durable Objects free tier.",
+            "Error: Exceeded the account's spending cap for Durable Objects.",
         ] {
             assert!(refused_before_delivery(refused, false), "{refused}");
         }
