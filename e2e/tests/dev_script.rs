@@ -179,11 +179,11 @@ fn run_script(runtime: Runtime) {
             .env("MQLITE_SERVE", "workerd")
             .env("SERVE_PROCESSES", processes.to_string())
             .env("SQLD_SHARDS", shards.to_string())
-            // A long poll of one park between two claims: a park that
-            // failed would re-poll only at the deadline, one on another
-            // process's object only when the park ran out
+            // A 10 s long poll of one 5 s park between two claims, the
+            // rest kept for claims to the deadline: a park on another
+            // process's object would end only when it ran out
             // (`wakes_across_processes`).
-            .env("MQLITE_POLL_MAX_REQUESTS", "3");
+            .env("MQLITE_POLL_MAX_REQUESTS", "5");
     }
     let child = command
         .arg("scripts/dev.sh")
@@ -524,8 +524,8 @@ fn concurrent_writes_on_every_process(port: u16, processes: u16, token: &str) {
 /// The processes share one object per queue: a Send through the first
 /// process wakes a long-poll parked through the last at once, not when its
 /// park times out (`PARK_MAX_MS`, 5 s: docs/semantics.md#long-polling), as
-/// it would if each process had objects of its own, nor at the deadline, as
-/// it would if the park failed (three requests: claim, park, claim).
+/// it would if each process had objects of its own (a budget of five: a
+/// claim, a park, its claim, two more claims to the deadline).
 fn wakes_across_processes(
     port: u16,
     processes: u16,
@@ -534,7 +534,7 @@ fn wakes_across_processes(
     let queue = format!("serve-wake-{port}-{}", std::process::id());
     let create = format!(r#"{{"name":"{queue}","config":{{}}}}"#);
     rpc(port, "AdminService/CreateQueue", &create).expect("CreateQueue");
-    let receive = format!(r#"{{"queue":"{queue}","max_messages":1,"wait_time_ms":20000}}"#);
+    let receive = format!(r#"{{"queue":"{queue}","max_messages":1,"wait_time_ms":10000}}"#);
     let send = format!(r#"{{"queue":"{queue}","messages":[{{"body":"d2FrZQ=="}}]}}"#);
     let (got, waited) = std::thread::scope(|scope| {
         let waiter = scope.spawn(|| rpc(port + processes - 1, "QueueService/Receive", &receive));

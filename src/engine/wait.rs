@@ -128,7 +128,7 @@ where
         }
         // A park and the claim after it: spread the parks evenly, none
         // longer than PARK_MAX_MS, so the last claim falls on the deadline.
-        if hints && can_park_to_the_deadline(remaining, requests_left) {
+        if hints && can_park(remaining, requests_left) {
             // Nobody may be there to observe (and notify) a schedule or
             // lease coming due: the waiter re-claims then itself.
             let due = claimed.next_due_ms.saturating_sub(claimed.now_ms).max(0) as u64;
@@ -157,16 +157,15 @@ where
     }
 }
 
-/// Whether `requests_left` pay for parks of at most `PARK_MAX_MS` and a
-/// claim after each all the way to the deadline, with one request to spare:
-/// a wake (often for a message another consumer takes first) ends a park
-/// early and spends its claim, and the spare keeps a last claim for the
-/// deadline (docs/semantics.md#long-polling). Short of that the waiter
-/// re-polls as without hints, spreading what is left over the wait, instead
-/// of spending it on wakes and then sleeping to the deadline or answering
-/// before it.
-fn can_park_to_the_deadline(remaining: u64, requests_left: u64) -> bool {
-    requests_left > 2 * remaining.div_ceil(PARK_MAX_MS)
+/// Whether `requests_left` pay for a park and the claim after it and still
+/// leave a claim at least every `PARK_MAX_MS` to the deadline, the last on
+/// it. A wake (often for a message another consumer takes first) ends a park
+/// early and spends its claim; a waiter short of that re-polls as without
+/// hints, what is left spread over the wait, so it is never deaf longer than
+/// a park and never answers before the deadline
+/// (docs/semantics.md#long-polling).
+fn can_park(remaining: u64, requests_left: u64) -> bool {
+    requests_left >= 2 + remaining.div_ceil(PARK_MAX_MS)
 }
 
 /// The pause before the next claim without hints: keep the last request
@@ -386,9 +385,10 @@ mod tests {
         assert_eq!(*waiter.sleeps.borrow(), [1_875; 8]);
     }
 
-    /// A budget too small to park all the way to the deadline re-polls as
-    /// without hints: it never answers before the deadline (5 requests
-    /// once parked twice for 5 s and answered at 10 s of a 20 s wait).
+    /// A budget too small to park and still claim every 5 s to the deadline
+    /// re-polls as without hints: it never answers before the deadline (5
+    /// requests once parked twice for 5 s and answered at 10 s of a 20 s
+    /// wait).
     #[test]
     fn a_small_budget_with_hints_keeps_its_last_claim_for_the_deadline() {
         let waiter = Script::with_hints();
@@ -445,15 +445,18 @@ mod tests {
             );
         }
         // Two requests left, 5 s to go: a park woken early and its claim
-        // would spend both before the deadline.
-        let waiter = Script {
-            hints: true,
-            woken_after: Some(100),
-            ..Script::default()
-        };
-        pollster::block_on(poll(&waiter, 5_000, 3, &Claims::default(), None)).expect("poll");
-        assert_eq!(waiter.now.get(), 5_000, "the last claim on the deadline");
-        assert!(waiter.parks.borrow().is_empty());
+        // would spend both before the deadline. Three: the park, its claim,
+        // and one for the deadline.
+        for (cap, parks) in [(3, vec![]), (4, vec![5_000])] {
+            let waiter = Script {
+                hints: true,
+                woken_after: Some(100),
+                ..Script::default()
+            };
+            pollster::block_on(poll(&waiter, 5_000, cap, &Claims::default(), None)).expect("poll");
+            assert_eq!(waiter.now.get(), 5_000, "the last claim on the deadline");
+            assert_eq!(*waiter.parks.borrow(), parks, "a budget of {cap}");
+        }
     }
 
     /// A failed park at the deadline makes the final claim at once.
