@@ -23,6 +23,9 @@ use support::*;
 struct Db {
     inner: InProcess,
     requests: Arc<AtomicU64>,
+    /// The request (counted from 0) held until `release` is notified.
+    hold: Arc<AtomicI64>,
+    release: Arc<tokio::sync::Notify>,
     down: Arc<AtomicBool>,
     answers_left: Arc<AtomicI64>,
     refuse: Arc<AtomicBool>,
@@ -35,6 +38,8 @@ impl Db {
                 db: temp.db.clone(),
             },
             requests: Arc::default(),
+            hold: Arc::new(AtomicI64::new(-1)),
+            release: Arc::default(),
             down: Arc::default(),
             answers_left: Arc::new(AtomicI64::new(-1)),
             refuse: Arc::default(),
@@ -62,7 +67,10 @@ impl Transport for Db {
         if self.down.load(Ordering::SeqCst) || refused {
             return Err(TransportError::NotSent("connection refused".into()));
         }
-        self.requests.fetch_add(1, Ordering::SeqCst);
+        let n = self.requests.fetch_add(1, Ordering::SeqCst);
+        if i64::try_from(n) == Ok(self.hold.load(Ordering::SeqCst)) {
+            self.release.notified().await;
+        }
         let reply = self.inner.send_pipeline(body).await;
         if left == 0 {
             return Err(TransportError::AnswerLost("connection reset".into()));
@@ -538,6 +546,19 @@ async fn refused_names_place_nothing() {
         (
             "AdminService/CreateQueue",
             json!({"name": "", "config": {}}),
+            400,
+            "invalid_argument",
+        ),
+        // A configuration or a filter refused: the name stays unplaced.
+        (
+            "AdminService/CreateQueue",
+            json!({"name": "orders", "config": {"kind": "bogus"}, "database": "db1"}),
+            400,
+            "invalid_argument",
+        ),
+        (
+            "AdminService/Subscribe",
+            json!({"topic": "t", "name": "s", "filter": {"expr": "(("}}),
             400,
             "invalid_argument",
         ),
@@ -1102,6 +1123,52 @@ async fn a_key_minted_before_a_database_was_added_is_copied_there_on_first_use()
         .request_as(&pgmq_key, "POST", &path, br#"{"message":{}}"#)
         .await;
     assert_eq!(status, 201, "{json}");
+}
+
+/// A RevokeKey that runs while a key is being copied into a database that
+/// lacked it (between the copy's read of the catalog and its write) leaves
+/// no valid copy behind: the isolate that knew the key valid is refused.
+#[tokio::test]
+async fn a_key_revoked_while_it_is_copied_is_revoked_in_the_copy() {
+    let deployment = Deployment::new(2);
+    let id = "00000000000000000000000000000004";
+    let created = deployment
+        .isolate()
+        .ok(
+            "AuthService/CreateKey",
+            json!({"id": id, "name": "late", "permissions": ["send", "manage"]}),
+        )
+        .await;
+    let token = created["token"].as_str().expect("token").to_owned();
+    let deployment = deployment.with_one_more();
+    let broker = deployment.isolate();
+    let queue = (0..90)
+        .map(|i| format!("late_{i}"))
+        .find(|n| deployment.chosen(n) == 2)
+        .expect("a name");
+    broker.create(&queue).await;
+    // The new database's next request after the refused Send is the copy.
+    let new = &deployment.dbs[2];
+    let refused_at = new.requests.load(Ordering::SeqCst);
+    new.hold.store(
+        i64::try_from(refused_at + 1).expect("a count"),
+        Ordering::SeqCst,
+    );
+    let send = broker.send_as(&token, &queue);
+    let revoke = async {
+        while new.requests.load(Ordering::SeqCst) < refused_at + 2 {
+            tokio::task::yield_now().await;
+        }
+        let revoked = deployment
+            .isolate()
+            .rpc("AuthService/RevokeKey", json!({"id": id}))
+            .await;
+        new.release.notify_one();
+        revoked
+    };
+    let (healed, (revoked, _)) = tokio::join!(send, revoke);
+    assert_eq!((healed, revoked), (503, 200));
+    assert_eq!(broker.send_as(&token, &queue).await, 401);
 }
 
 /// A refusal by the database is what makes a key be copied: a request that

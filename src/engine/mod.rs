@@ -48,7 +48,7 @@ pub use send::{OutgoingMessage, SendRequest};
 pub use settle::{BatchResult, SettleItem, SettleRequest, Settlement};
 pub use stats::QueueStats;
 pub use sweep::Retention;
-pub use topics::{FilterTest, SubscriptionSummary, TopicCache};
+pub use topics::{compile_filter, FilterTest, SubscriptionSummary, TopicCache};
 pub use wait::{LongPoll, Parked, Waiter, PARK_MAX_MS};
 
 /// The kinds of write that fold when they meet in a batch

@@ -50,6 +50,13 @@ struct QueueConfig {
 }
 
 impl QueueConfigInput {
+    /// Refuses a configuration CreateQueue would refuse, before the name
+    /// is placed in a database (docs/databases.md: a name never created
+    /// has no placement).
+    pub fn check(&self) -> Result<(), EngineError> {
+        self.validate().map(|_| ())
+    }
+
     fn validate(&self) -> Result<QueueConfig, EngineError> {
         let kind = match self.kind.as_str() {
             "" | "queue" => "queue",

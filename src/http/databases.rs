@@ -363,10 +363,18 @@ impl<T: Transport> Databases<T> {
     /// database refused a key the catalog holds valid: that database was
     /// added after the key was minted, or missed its copy (docs/databases.md).
     /// The refused request ran nothing; its retry finds the copy.
+    /// A RevokeKey between the catalog's read and the copies finds no copy
+    /// to revoke where one is being made, so the catalog is read again
+    /// after them, and a key revoked (or gone) by then is revoked in every
+    /// copy.
     pub async fn copy_key_everywhere(&self, key: &KeyCheck) -> Result<(), EngineError> {
+        let Some(copy) = self.catalog().key_copy(key).await? else {
+            return Ok(());
+        };
+        self.copy_to_others(|e| e.copy_key(&copy)).await?;
         match self.catalog().key_copy(key).await? {
-            Some(copy) => self.copy_to_others(|e| e.copy_key(&copy)).await,
-            None => Ok(()),
+            Some(now) if now.key.revoked_at_ms == 0 => Ok(()),
+            _ => self.copy_to_others(|e| e.revoke_copy(&copy.key.id)).await,
         }
     }
 

@@ -10,8 +10,8 @@ use super::routes::Rpc;
 use super::Databases;
 use super::Isolate;
 use crate::engine::{
-    Effects, Engine, EngineError, EntityCounts, KeyCheck, KeyCopy, KeySort, KeyState, Settlement,
-    Waiter,
+    compile_filter, Effects, Engine, EngineError, EntityCounts, KeyCheck, KeyCopy, KeySort,
+    KeyState, QueueConfigInput, Settlement, Waiter,
 };
 use crate::observe::{classify, Collection};
 use crate::store::migrate::SCHEMA_VERSION;
@@ -145,7 +145,9 @@ pub async fn call<T: Transport, W: Waiter>(
         }
         Rpc::CreateQueue => {
             let request: CreateQueueRequest = decode(&body)?;
-            let config = request.config.unwrap_or_default().into();
+            let config: QueueConfigInput = request.config.unwrap_or_default().into();
+            // A refused configuration places nothing.
+            config.check()?;
             let engine = databases
                 .placing_in(&request.name, &request.database)
                 .await?;
@@ -185,6 +187,8 @@ pub async fn call<T: Transport, W: Waiter>(
         Rpc::Subscribe => {
             let request: SubscribeRequest = decode(&body)?;
             let expr = request.filter.map(|f| f.expr).unwrap_or_default();
+            // A refused filter places nothing.
+            compile_filter(&expr)?;
             let engine = databases
                 .placing_beside(&request.name, &request.topic)
                 .await?;
