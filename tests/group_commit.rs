@@ -691,9 +691,8 @@ fn plain_receive(body: &Value) -> bool {
 }
 
 /// Runs `rounds` rounds of up to 8 concurrent requests through both brokers
-/// and compares every answer and the final rows.
-/// Runs one seed's mix; answers how many pgmq deletes and archives found
-/// their message.
+/// and compares every answer and the final rows; answers how many pgmq
+/// deletes and archives found their message.
 async fn differential(seed: u64, rounds: usize) -> usize {
     let alone = direct();
     let together = one_group();

@@ -342,9 +342,8 @@ mod tests {
     #[test]
     fn a_failed_park_falls_back_to_re_polling_from_where_it_left() {
         let waiter = Script {
-            hints: true,
             parks_end: RefCell::new(vec![Parked::TimedOut, Parked::Failed]),
-            ..Script::default()
+            ..Script::with_hints()
         };
         let claims = Claims::default();
         let spent = pollster::block_on(poll(&waiter, 20_000, 10, &claims, None)).expect("poll");
@@ -376,9 +375,8 @@ mod tests {
         // The first park failing at 5 s: 10 requests less a claim and a
         // park leave 8, the 15 s left in pauses of 15/8 s.
         let waiter = Script {
-            hints: true,
             parks_end: RefCell::new(vec![Parked::Failed]),
-            ..Script::default()
+            ..Script::with_hints()
         };
         pollster::block_on(poll(&waiter, 20_000, 10, &Claims::default(), None)).expect("poll");
         assert_eq!(*waiter.parks.borrow(), [5_000]);
@@ -414,9 +412,8 @@ mod tests {
     fn wakes_that_find_nothing_neither_deafen_a_waiter_nor_end_its_wait_early() {
         for first_claim_fetches in [1, 2] {
             let waiter = Script {
-                hints: true,
                 woken_after: Some(100),
-                ..Script::default()
+                ..Script::with_hints()
             };
             let claims = Claims::default();
             let claim = |_limit: u32, _mark: bool| {
@@ -449,9 +446,8 @@ mod tests {
         // and one for the deadline.
         for (cap, parks) in [(3, vec![]), (4, vec![5_000])] {
             let waiter = Script {
-                hints: true,
                 woken_after: Some(100),
-                ..Script::default()
+                ..Script::with_hints()
             };
             pollster::block_on(poll(&waiter, 5_000, cap, &Claims::default(), None)).expect("poll");
             assert_eq!(waiter.now.get(), 5_000, "the last claim on the deadline");
@@ -463,9 +459,8 @@ mod tests {
     #[test]
     fn a_park_failing_at_the_deadline_claims_once_more_at_once() {
         let waiter = Script {
-            hints: true,
             parks_end: RefCell::new(vec![Parked::Failed]),
-            ..Script::default()
+            ..Script::with_hints()
         };
         let claims = Claims::default();
         pollster::block_on(poll(&waiter, 5_000, 10, &claims, None)).expect("poll");
