@@ -115,9 +115,15 @@ impl Deployment {
 
     /// A fresh isolate over every database.
     fn isolate(&self) -> Broker {
+        self.isolate_over(self.names.len())
+    }
+
+    /// A fresh isolate over the first `count` databases only.
+    fn isolate_over(&self, count: usize) -> Broker {
         let list: Vec<String> = self
             .names
             .iter()
+            .take(count)
             .map(|n| format!("{n}=libsql://{n}.invalid"))
             .collect();
         let list = list.join(",");
@@ -127,7 +133,7 @@ impl Deployment {
             "MQLITE_METRICS" => Some("on".into()),
             _ => None,
         });
-        let setup = config.map(|c| (c, self.dbs.clone()));
+        let setup = config.map(|c| (c, self.dbs[..count].to_vec()));
         Broker {
             service: Service::over(setup, self.clock.clone(), Arc::new(Isolate::new(T0))),
         }
@@ -166,7 +172,7 @@ impl Deployment {
     }
 
     /// Rows of the relay's tables in every database: messages in transit
-    /// and receipts kept.
+    /// and arrivals whose trip has not been marked done.
     async fn relay_rows(&self) -> (i64, i64) {
         let mut rows = (0, 0);
         for index in 0..self.dbs.len() {
@@ -176,9 +182,63 @@ impl Deployment {
                 async move { query(engine, sql).await[0][0].as_i64().expect("a count") }
             };
             rows.0 += count("SELECT count(*) FROM redrive_outbox").await;
-            rows.1 += count("SELECT count(*) FROM redrive_receipts").await;
+            rows.1 += count("SELECT count(*) FROM redrive_arrivals WHERE done_at = 0").await;
         }
         rows
+    }
+
+    /// Runs `statements` on database `index` as they are, in one
+    /// transaction, bypassing the schema check (a test that rewinds a
+    /// database to an older schema).
+    async fn raw(&self, index: usize, statements: &[String]) {
+        let mut requests = vec![json!({"type": "execute", "stmt": {"sql": "BEGIN"}})];
+        for sql in statements {
+            requests.push(json!({"type": "execute", "stmt": {"sql": sql}}));
+        }
+        requests.push(json!({"type": "execute", "stmt": {"sql": "COMMIT"}}));
+        requests.push(json!({"type": "close"}));
+        let body = json!({"baton": null, "requests": requests}).to_string();
+        let reply = self.dbs[index]
+            .inner
+            .send_pipeline(&body)
+            .await
+            .expect("sent");
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        assert!(!text.contains("\"error\""), "{statements:?}: {text}");
+    }
+
+    /// Arrivals every database keeps, done or not.
+    async fn arrivals(&self) -> i64 {
+        let mut total = 0;
+        for index in 0..self.dbs.len() {
+            let rows = query(&self.engine(index), "SELECT count(*) FROM redrive_arrivals").await;
+            total += rows[0][0].as_i64().expect("a count");
+        }
+        total
+    }
+
+    /// Runs `first` until database `index` holds its next request, then
+    /// `meanwhile` to its end, then lets the held request go on; both
+    /// answers.
+    async fn interleaved<A: std::future::Future, B: std::future::Future>(
+        &self,
+        index: usize,
+        first: A,
+        meanwhile: B,
+    ) -> (A::Output, B::Output) {
+        let db = &self.dbs[index];
+        let next = db.requests.load(Ordering::SeqCst);
+        db.hold.store(next as i64, Ordering::SeqCst);
+        let second = async {
+            while db.requests.load(Ordering::SeqCst) <= next {
+                tokio::task::yield_now().await;
+            }
+            let answer = meanwhile.await;
+            db.hold.store(-1, Ordering::SeqCst);
+            db.release.notify_one();
+            answer
+        };
+        tokio::join!(first, second)
     }
 
     /// A fresh isolate with `src` holding `n` dead letters (`m0`, …) and
@@ -295,6 +355,15 @@ impl Broker {
         let (status, json) = self.rpc(rpc, body.clone()).await;
         assert_eq!(status, 200, "{rpc} {body} -> {json}");
         json
+    }
+
+    /// A Redrive of `queue`'s dead letters into `target`: its answer.
+    async fn redrive(&self, queue: &str, target: &str) -> (u16, Value) {
+        self.rpc(
+            "AdminService/Redrive",
+            json!({"queue": queue, "target": target}),
+        )
+        .await
     }
 
     async fn create(&self, name: &str) {
@@ -642,10 +711,7 @@ async fn c172_a_redrive_across_databases_moves_every_dead_letter_once() {
     let deployment = Deployment::new(3);
     let (broker, src, dst) = deployment.dead_letters_apart(5).await;
     let before = deployment.requests();
-    let moved = broker
-        .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
-    assert_eq!(moved, json!({"moved": 5}));
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 5})));
     // The four steps of one chunk, two in each database; the catalog is
     // not asked again.
     let spent = deployment.requests_since(&before);
@@ -802,17 +868,13 @@ async fn a_redrive_across_databases_to_a_missing_target_moves_nothing() {
     broker.create(&src).await;
     broker.dead_letters(&src, "m", 2).await;
     // `dst` was never created: the catalog answers for it.
-    let (status, json) = broker
-        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
+    let (status, json) = broker.redrive(&src, &dst).await;
     assert_refused(status, &json, 404, "not_found");
     assert_eq!(broker.dead_lettered(&src).await, 2);
     assert_eq!(deployment.relay_rows().await, (0, 0));
     // With nothing to move the target is still checked.
     broker.ok("AdminService/Purge", json!({"queue": src})).await;
-    let (status, json) = broker
-        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
+    let (status, json) = broker.redrive(&src, &dst).await;
     assert_refused(status, &json, 404, "not_found");
 }
 
@@ -827,9 +889,7 @@ async fn a_redrive_across_databases_cut_anywhere_never_loses_or_copies_a_message
         let (broker, src, dst) = deployment.dead_letters_apart(3).await;
         let side = if in_target { &dst } else { &src };
         deployment.dbs[deployment.chosen(side)].lose_answers_after(cut);
-        let (status, first) = broker
-            .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
-            .await;
+        let (status, first) = broker.redrive(&src, &dst).await;
         deployment.dbs[deployment.chosen(side)].lose_answers_after(-1);
         let case = format!(
             "answer {cut} of the {} lost",
@@ -876,9 +936,7 @@ async fn a_target_deleted_while_its_messages_travel_gives_them_back() {
     // transit, and their queue cannot be deleted meanwhile.
     let target_db = &deployment.dbs[deployment.chosen(&dst)];
     target_db.refuse_after(0);
-    let (status, json) = broker
-        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
+    let (status, json) = broker.redrive(&src, &dst).await;
     assert_refused(status, &json, 503, "unavailable");
     target_db.lose_answers_after(-1);
     assert_eq!(deployment.relay_rows().await, (2, 0));
@@ -906,15 +964,258 @@ async fn a_target_deleted_while_its_messages_travel_gives_them_back() {
             json!({"name": dst, "generation": generation_of(&listed, &dst)}),
         )
         .await;
-    let (status, json) = broker
-        .rpc("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
+    let (status, json) = broker.redrive(&src, &dst).await;
     assert_refused(status, &json, 404, "not_found");
     assert_eq!(deployment.relay_rows().await, (0, 0));
     assert_eq!(
         dead_letters(broker.ok("QueueService/Peek", peek).await),
         before
     );
+    // The same seqs travel again, on a new trip, once the target is back.
+    broker.create(&dst).await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+}
+
+/// A delivery that committed with its answer lost, then the copies
+/// consumed and the target deleted: the next Redrive finds the trip's
+/// arrival and clears the outbox, it does not put the messages back (they
+/// would be delivered twice).
+#[tokio::test]
+async fn a_delivery_whose_answer_was_lost_is_not_put_back_when_its_target_goes() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(3).await;
+    let target_db = &deployment.dbs[deployment.chosen(&dst)];
+    target_db.lose_answers_after(0);
+    let (status, json) = broker.redrive(&src, &dst).await;
+    assert_refused(status, &json, 503, "outcome_unknown");
+    target_db.lose_answers_after(-1);
+    assert_eq!(deployment.relay_rows().await, (3, 1));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);
+    let listed = broker.ok("AdminService/ListQueues", json!({})).await;
+    let generation = listed["queues"]
+        .as_array()
+        .and_then(|qs| qs.iter().find(|q| q["name"] == json!(dst)))
+        .map(|q| q["generation"].clone())
+        .expect("listed");
+    broker
+        .ok(
+            "AdminService/DeleteQueue",
+            json!({"name": dst, "generation": generation}),
+        )
+        .await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 3})));
+    assert_eq!(broker.dead_lettered(&src).await, 0);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+    let (status, json) = broker.redrive(&src, &dst).await;
+    assert_refused(status, &json, 404, "not_found");
+}
+
+/// A database upgraded (migration 0011) while a delivered chunk was still
+/// in its outbox, its receipts in the target's database: the chunk becomes
+/// a trip whose arrival is the receipts', so the next Redrive clears it
+/// without copying it again.
+#[tokio::test]
+async fn a_chunk_in_transit_before_the_upgrade_is_not_copied_again() {
+    let deployment = Deployment::new(2);
+    let broker = deployment.isolate();
+    let (src, dst) = deployment.apart();
+    broker.create(&src).await;
+    broker.create(&dst).await;
+    // The chunk's seqs do not start at 1.
+    broker.send(&src, "gone").await;
+    assert_eq!(broker.take(&src).await, "gone");
+    broker.dead_letters(&src, "m", 3).await;
+    let (source, target) = (deployment.chosen(&src), deployment.chosen(&dst));
+    deployment.dbs[target].lose_answers_after(0);
+    let (status, _) = broker.redrive(&src, &dst).await;
+    assert_eq!(status, 503);
+    deployment.dbs[target].lose_answers_after(-1);
+    // Back to schema 10: the outbox without trips, a receipt per seq.
+    let seqs = query(
+        &deployment.engine(source),
+        "SELECT seq FROM redrive_outbox ORDER BY seq",
+    )
+    .await;
+    assert_eq!(seqs.len(), 3);
+    let receipts: Vec<String> = seqs
+        .iter()
+        .map(|row| {
+            format!(
+                "INSERT INTO redrive_receipts VALUES ('{}', {}, 1)",
+                deployment.names[source], row[0]
+            )
+        })
+        .collect();
+    let to_10 = |statements: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = statements.iter().map(|s| (*s).to_owned()).collect();
+        all.push("UPDATE schema_version SET version = 10".into());
+        all
+    };
+    deployment
+        .raw(
+            source,
+            &to_10(&[
+                "ALTER TABLE redrive_outbox DROP COLUMN trip",
+                "DROP TABLE redrive_arrivals",
+                "CREATE TABLE redrive_receipts (source_database TEXT NOT NULL, seq INTEGER NOT NULL, \
+                 received_at INTEGER NOT NULL, PRIMARY KEY (source_database, seq)) STRICT, WITHOUT ROWID",
+            ]),
+        )
+        .await;
+    let mut rewind = to_10(&[
+        "DROP TABLE redrive_arrivals",
+        "ALTER TABLE redrive_outbox DROP COLUMN trip",
+        "CREATE TABLE redrive_receipts (source_database TEXT NOT NULL, seq INTEGER NOT NULL, \
+         received_at INTEGER NOT NULL, PRIMARY KEY (source_database, seq)) STRICT, WITHOUT ROWID",
+    ]);
+    rewind.splice(3..3, receipts);
+    deployment.raw(target, &rewind).await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 3})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);
+    // The receipts of the chunk's other seqs stay behind, never read.
+    assert_eq!(deployment.relay_rows().await, (0, 2));
+}
+
+/// Messages in transit to a database an isolate does not list stay in
+/// transit there (an isolate that lists it may be delivering them: putting
+/// them back would copy them twice); an isolate that lists it delivers them.
+#[tokio::test]
+async fn messages_bound_for_a_database_an_isolate_does_not_list_wait_for_one_that_does() {
+    let deployment = Deployment::new(2).with_one_more();
+    let broker = deployment.isolate();
+    let create_in = |name: &str, index: usize| json!({"name": name, "config": {}, "database": deployment.names[index]});
+    for (name, index) in [("src", 0), ("dst", 1), ("far", 2)] {
+        broker
+            .ok("AdminService/CreateQueue", create_in(name, index))
+            .await;
+    }
+    broker.dead_letters("src", "m", 2).await;
+    // `db2` is not in this isolate's MQLITE_DATABASES (a configuration
+    // being rolled out); its Redrive runs while the other's delivery into
+    // `db2` is held.
+    let narrower = deployment.isolate_over(2);
+    let (wide, (status, json)) = deployment
+        .interleaved(
+            2,
+            broker.redrive("src", "far"),
+            narrower.redrive("src", "dst"),
+        )
+        .await;
+    assert_refused(status, &json, 503, "unavailable");
+    assert_eq!(wide, (200, json!({"moved": 2})));
+    assert_eq!(broker.drain("far").await, ["m0", "m1"]);
+    assert_eq!(narrower.drain("dst").await, Vec::<String>::new());
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+/// pgmq's drop takes the queue's messages in transit with it: a trip not
+/// yet delivered never arrives, and nothing is left behind.
+#[tokio::test]
+async fn pgmq_drop_takes_the_dead_letters_in_transit() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(2).await;
+    let target_db = &deployment.dbs[deployment.chosen(&dst)];
+    target_db.refuse_after(0);
+    assert_eq!(broker.redrive(&src, &dst).await.0, 503);
+    target_db.lose_answers_after(-1);
+    assert_eq!(deployment.relay_rows().await, (2, 0));
+    let (status, _) = broker
+        .request("DELETE", &format!("/v1/queues/{src}"), b"")
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+    broker.create(&src).await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 0})));
+    assert_eq!(broker.drain(&dst).await, Vec::<String>::new());
+}
+
+/// Two Redrives of one source overlap: the second reads the trip the first
+/// moved, and its delivery runs only after the first has delivered it,
+/// cleared the outbox and marked the arrival done. It copies nothing and
+/// counts nothing.
+#[tokio::test]
+async fn overlapping_redrives_across_databases_deliver_a_trip_once() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(3).await;
+    let target = deployment.chosen(&dst);
+    let (late, first) = deployment
+        .interleaved(
+            target,
+            broker.redrive(&src, &dst),
+            broker.redrive(&src, &dst),
+        )
+        .await;
+    assert_eq!(first, (200, json!({"moved": 3})));
+    assert_eq!(late, (200, json!({"moved": 0})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+/// A delivery that reaches the target's database after its window closed
+/// copies nothing and answers 503; the trip stays in transit and the next
+/// Redrive delivers it once.
+#[tokio::test]
+async fn a_delivery_held_past_its_window_copies_nothing() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(2).await;
+    // The source reads the trip at the time its request was made; the
+    // delivery is made 15 minutes and a millisecond later.
+    let source = deployment.chosen(&src);
+    let ((status, json), ()) = deployment
+        .interleaved(source, broker.redrive(&src, &dst), async {
+            deployment.clock.advance(15 * 60 * 1000 + 1)
+        })
+        .await;
+    assert_refused(status, &json, 503, "unavailable");
+    assert_eq!(deployment.relay_rows().await, (2, 0));
+    assert_eq!(deployment.arrivals().await, 0);
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+}
+
+/// Arrivals outlive their trip by a day, then the next trip done in their
+/// database drops them.
+#[tokio::test]
+async fn arrivals_are_dropped_a_day_after_their_trip_ended() {
+    let deployment = Deployment::new(2);
+    let (broker, src, dst) = deployment.dead_letters_apart(2).await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
+    assert_eq!(deployment.arrivals().await, 1);
+    let day = 24 * 60 * 60 * 1000;
+    deployment.clock.advance(day);
+    broker.dead_letters(&src, "n", 1).await;
+    assert_eq!(broker.redrive(&src, &dst).await.0, 200);
+    assert_eq!(deployment.arrivals().await, 2, "kept for a whole day");
+    deployment.clock.advance(1);
+    broker.dead_letters(&src, "o", 1).await;
+    assert_eq!(broker.redrive(&src, &dst).await.0, 200);
+    assert_eq!(deployment.arrivals().await, 2, "the first one dropped");
+    assert_eq!(deployment.relay_rows().await, (0, 0));
+}
+
+/// A trip refused because its target was missing, whose messages could not
+/// be put back yet: once the target exists again, the next Redrive puts the
+/// trip back (it must never be copied now) and moves its messages again, as
+/// a new trip, into the target.
+#[tokio::test]
+async fn a_refused_trip_goes_back_and_travels_again_once_its_target_exists() {
+    let deployment = Deployment::new(2);
+    let broker = deployment.isolate();
+    let (src, dst) = deployment.apart();
+    broker.create(&src).await;
+    broker.dead_letters(&src, "m", 2).await;
+    // `dst` does not exist yet; the put back is refused unsent.
+    let source_db = &deployment.dbs[deployment.chosen(&src)];
+    source_db.refuse_after(1);
+    let (status, json) = broker.redrive(&src, &dst).await;
+    assert_refused(status, &json, 503, "unavailable");
+    source_db.lose_answers_after(-1);
+    assert_eq!(deployment.relay_rows().await, (2, 1));
+    broker.create(&dst).await;
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+    assert_eq!(deployment.relay_rows().await, (0, 0));
 }
 
 #[tokio::test]
@@ -1356,10 +1657,7 @@ async fn messages_left_bound_for_a_deleted_queue_go_back_and_the_redrive_goes_on
             json!({"name": "gone", "generation": generation}),
         )
         .await;
-    let moved = broker
-        .ok("AdminService/Redrive", json!({"queue": src, "target": dst}))
-        .await;
-    assert_eq!(moved, json!({"moved": 2}));
+    assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
     assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
     assert_eq!(deployment.relay_rows().await, (0, 0));
 }

@@ -69,6 +69,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_redrive_across.sql",
         sql: include_str!("../../migrations/0010_redrive_across.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_redrive_trips.sql",
+        sql: include_str!("../../migrations/0011_redrive_trips.sql"),
+    },
 ];
 
 /// The schema version this build reads and writes.

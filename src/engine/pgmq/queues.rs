@@ -32,7 +32,7 @@ const IS_SUBSCRIPTION: Statement =
 /// Drop: every message and auxiliary record of the queue, then the queue
 /// row, whose trigger drops the archive (migration 0005). The last
 /// statement returns a row exactly when the queue existed.
-pub(in crate::engine) const DROP: [Statement; 5] = [
+pub(in crate::engine) const DROP: [Statement; 6] = [
     crate::statement!(concat!(
         "DELETE FROM messages WHERE id IN (",
         queue_ids!("?1"),
@@ -41,6 +41,10 @@ pub(in crate::engine) const DROP: [Statement; 5] = [
     crate::statement!("DELETE FROM dedup WHERE queue = ?1"),
     crate::statement!("DELETE FROM settlement_receipts WHERE queue = ?1"),
     crate::statement!("DELETE FROM receive_attempts WHERE queue = ?1"),
+    // Dead letters on their way to another database go with the queue:
+    // a trip that already arrived stays delivered, one that had not never
+    // arrives (docs/databases.md#redrive-across-databases).
+    crate::statement!("DELETE FROM redrive_outbox WHERE source = ?1"),
     crate::statement!("DELETE FROM queues WHERE name = ?1 RETURNING 1"),
 ];
 
