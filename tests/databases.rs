@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use mqlite_edge::engine::{Clock, Engine, Limits, Waiter};
-use mqlite_edge::http::{rendezvous, Config, Isolate, Request, Service};
+use mqlite_edge::http::{rendezvous, Config, Isolate, Request, Response, Service};
 use mqlite_edge::store::{HttpReply, Transport, TransportError};
 use serde_json::{json, Value};
 use support::*;
@@ -359,11 +359,22 @@ impl Broker {
 
     /// A Redrive of `queue`'s dead letters into `target`: its answer.
     async fn redrive(&self, queue: &str, target: &str) -> (u16, Value) {
-        self.rpc(
-            "AdminService/Redrive",
-            json!({"queue": queue, "target": target}),
-        )
-        .await
+        let response = self.redrive_response(queue, target).await;
+        (response.status, json_body(&response))
+    }
+
+    /// [`Broker::redrive`]'s whole response, its wake hints included.
+    async fn redrive_response(&self, queue: &str, target: &str) -> Response {
+        let request = Request {
+            method: "POST".into(),
+            path: "/mqlite.v1.AdminService/Redrive".into(),
+            headers: vec![("Authorization".into(), ADMIN_AUTH.into())],
+        };
+        let body = json!({"queue": queue, "target": target}).to_string();
+        let waiter = Hinting { elapsed_ms: 0 };
+        self.service
+            .handle(&request, body.into_bytes(), &waiter)
+            .await
     }
 
     async fn create(&self, name: &str) {
@@ -1138,16 +1149,44 @@ async fn pgmq_drop_takes_the_dead_letters_in_transit() {
 async fn overlapping_redrives_across_databases_deliver_a_trip_once() {
     let deployment = Deployment::new(2);
     let (broker, src, dst) = deployment.dead_letters_apart(3).await;
+    // A claim waits on the target: the copies wake it, the late call's
+    // delivery (which copies nothing) does not.
+    let waiting = json!({"queue": dst, "wait_time_ms": 50}).to_string();
+    let (status, got) = broker
+        .request_waiting(
+            ADMIN,
+            "POST",
+            "/mqlite.v1.QueueService/Receive",
+            waiting.as_bytes(),
+            &Hinting { elapsed_ms: 0 },
+        )
+        .await;
+    assert_eq!((status, &got["messages"]), (200, &json!([])));
     let target = deployment.chosen(&dst);
     let (late, first) = deployment
         .interleaved(
             target,
-            broker.redrive(&src, &dst),
-            broker.redrive(&src, &dst),
+            broker.redrive_response(&src, &dst),
+            broker.redrive_response(&src, &dst),
         )
         .await;
-    assert_eq!(first, (200, json!({"moved": 3})));
-    assert_eq!(late, (200, json!({"moved": 0})));
+    let answer = |r: &Response| (r.status, json_body(r));
+    assert_eq!(answer(&first), (200, json!({"moved": 3})));
+    assert_eq!(answer(&late), (200, json!({"moved": 0})));
+    let hinted =
+        |r: &Response| -> Vec<String> { r.wake_hints().iter().map(|h| h.queue.clone()).collect() };
+    assert_eq!(hinted(&first), vec![dst.clone()]);
+    assert_eq!(hinted(&late), Vec::<String>::new());
+    // Enqueued into the target once.
+    let observed = broker.ok("AdminService/Observe", json!({})).await;
+    let enqueued: u64 = observed["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["queue"] == json!(dst) && m["event"] == "enqueued")
+        .map(|m| m["count"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(enqueued, 3, "{observed}");
     assert_eq!(broker.drain(&dst).await, ["m0", "m1", "m2"]);
     assert_eq!(deployment.relay_rows().await, (0, 0));
 }
@@ -1159,19 +1198,29 @@ async fn overlapping_redrives_across_databases_deliver_a_trip_once() {
 async fn a_delivery_held_past_its_window_copies_nothing() {
     let deployment = Deployment::new(2);
     let (broker, src, dst) = deployment.dead_letters_apart(2).await;
-    // The source reads the trip at the time its request was made; the
-    // delivery is made 15 minutes and a millisecond later.
     let source = deployment.chosen(&src);
+    // The source reads the trip at the time its request was made; a
+    // delivery made 15 minutes later still copies.
+    let fifteen_minutes = 15 * 60 * 1000;
+    let (on_time, ()) = deployment
+        .interleaved(source, broker.redrive(&src, &dst), async {
+            deployment.clock.advance(fifteen_minutes)
+        })
+        .await;
+    assert_eq!(on_time, (200, json!({"moved": 2})));
+    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+    // One made a millisecond later does not.
+    broker.dead_letters(&src, "n", 2).await;
     let ((status, json), ()) = deployment
         .interleaved(source, broker.redrive(&src, &dst), async {
-            deployment.clock.advance(15 * 60 * 1000 + 1)
+            deployment.clock.advance(fifteen_minutes + 1)
         })
         .await;
     assert_refused(status, &json, 503, "unavailable");
     assert_eq!(deployment.relay_rows().await, (2, 0));
-    assert_eq!(deployment.arrivals().await, 0);
+    assert_eq!(deployment.arrivals().await, 1, "the first trip's only");
     assert_eq!(broker.redrive(&src, &dst).await, (200, json!({"moved": 2})));
-    assert_eq!(broker.drain(&dst).await, ["m0", "m1"]);
+    assert_eq!(broker.drain(&dst).await, ["n0", "n1"]);
 }
 
 /// Arrivals outlive their trip by a day, then the next trip done in their

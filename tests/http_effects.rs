@@ -12,28 +12,6 @@ use mqlite_edge::http::{Config, Isolate, Request, Response, Service, WakeHint};
 use serde_json::{json, Value};
 use support::*;
 
-/// A waiter that takes wake hints and whose parks time out at once; its
-/// request has taken `elapsed_ms` whenever it is asked.
-struct Hinting {
-    elapsed_ms: u64,
-}
-
-impl Waiter for Hinting {
-    fn elapsed_ms(&self) -> u64 {
-        self.elapsed_ms
-    }
-
-    async fn sleep(&self, _millis: u64) {}
-
-    fn hints(&self) -> bool {
-        true
-    }
-
-    async fn park(&self, _queue: &str, _since_ms: i64, _millis: u64) -> Parked {
-        Parked::TimedOut
-    }
-}
-
 /// One isolate over one database; every request gets a `Service` of its
 /// own, as on a Worker.
 struct Worker {

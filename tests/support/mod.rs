@@ -164,6 +164,33 @@ impl Waiter for RealWaiter {
     }
 }
 
+/// A waiter that takes wake hints and whose parks time out at once; its
+/// request has taken `elapsed_ms` whenever it is asked.
+pub struct Hinting {
+    pub elapsed_ms: u64,
+}
+
+impl Waiter for Hinting {
+    fn elapsed_ms(&self) -> u64 {
+        self.elapsed_ms
+    }
+
+    async fn sleep(&self, _millis: u64) {}
+
+    fn hints(&self) -> bool {
+        true
+    }
+
+    async fn park(
+        &self,
+        _queue: &str,
+        _since_ms: i64,
+        _millis: u64,
+    ) -> mqlite_edge::engine::Parked {
+        mqlite_edge::engine::Parked::TimedOut
+    }
+}
+
 /// A waiter that never waits (for wait_time_ms = 0 paths).
 pub struct NoWait;
 
