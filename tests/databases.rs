@@ -1120,8 +1120,9 @@ async fn messages_bound_for_a_database_an_isolate_does_not_list_wait_for_one_tha
     assert_eq!(deployment.relay_rows().await, (0, 0));
 }
 
-/// pgmq's drop takes the queue's messages in transit with it: a trip not
-/// yet delivered never arrives, and nothing is left behind.
+/// pgmq's drop takes the queue's messages in transit with it: with no
+/// Redrive under way, a trip not yet delivered never arrives, and nothing
+/// is left behind.
 #[tokio::test]
 async fn pgmq_drop_takes_the_dead_letters_in_transit() {
     let deployment = Deployment::new(2);
@@ -1141,10 +1142,10 @@ async fn pgmq_drop_takes_the_dead_letters_in_transit() {
     assert_eq!(broker.drain(&dst).await, Vec::<String>::new());
 }
 
-/// Two Redrives of one source overlap: the second reads the trip the first
-/// moved, and its delivery runs only after the first has delivered it,
-/// cleared the outbox and marked the arrival done. It copies nothing and
-/// counts nothing.
+/// Two Redrives of one source overlap: the first moves a trip and its
+/// delivery is held; the second reads that trip, delivers it, clears the
+/// outbox and marks the arrival done; only then does the first's delivery
+/// run. It copies nothing, wakes nothing and counts nothing.
 #[tokio::test]
 async fn overlapping_redrives_across_databases_deliver_a_trip_once() {
     let deployment = Deployment::new(2);

@@ -48,11 +48,11 @@ const MAX_REQUESTS: u32 = 40;
 const REQUESTS_PER_CHUNK: u32 = 4;
 /// How long after the source read a trip its delivery may still run: a
 /// later one (a request held up somewhere) copies nothing and fails.
-pub(super) const DELIVERY_WINDOW_MS: i64 = 15 * 60 * 1000;
+const DELIVERY_WINDOW_MS: i64 = 15 * 60 * 1000;
 /// How long an arrival is kept once its trip has left the outbox: far past
 /// [`DELIVERY_WINDOW_MS`], unless the source's clock runs nearly a day
 /// ahead of the target's.
-pub(super) const ARRIVALS_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
+const ARRIVALS_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// One database a Redrive across databases may reach: its configured name
 /// (recorded in outbox rows and arrivals: databases are never renamed) and

@@ -689,8 +689,8 @@ fn the_claim_head_reads_the_next_due_times_from_index_heads() {
 }
 
 /// A Redrive across databases: its chunk is cut from the dead letters by
-/// state and seq, and the outbox and the arrivals are reached by key, never walked (docs/databases.md). A copy is a plain
-/// insert, with no plan.
+/// state and seq, and the outbox and the arrivals are reached by key, never
+/// walked (docs/databases.md). A copy is a plain insert, with no plan.
 #[test]
 fn redrive_across_databases_seeks_its_chunk_the_outbox_and_the_arrivals() {
     let trip = || vec![text("db0"), int(7)];

@@ -41,9 +41,10 @@ pub(in crate::engine) const DROP: [Statement; 6] = [
     crate::statement!("DELETE FROM dedup WHERE queue = ?1"),
     crate::statement!("DELETE FROM settlement_receipts WHERE queue = ?1"),
     crate::statement!("DELETE FROM receive_attempts WHERE queue = ?1"),
-    // Dead letters on their way to another database go with the queue:
-    // a trip that already arrived stays delivered, one that had not never
-    // arrives (docs/databases.md#redrive-across-databases).
+    // Dead letters on their way to another database go with the queue: a
+    // trip that already arrived stays delivered; one not yet delivered
+    // arrives only if a Redrive under way had read it, uncounted
+    // (docs/databases.md#redrive-across-databases).
     crate::statement!("DELETE FROM redrive_outbox WHERE source = ?1"),
     crate::statement!("DELETE FROM queues WHERE name = ?1 RETURNING 1"),
 ];
