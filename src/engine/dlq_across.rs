@@ -34,7 +34,7 @@
 use const_format::concatcp;
 
 use super::dlq::{RedriveRequest, CHUNK_PAUSE_MS, REDRIVE_BUDGET_MS, WAITERS_OF};
-use super::{unexpected, Engine, EngineError, Event, Waiter, QUEUE_MISSING};
+use super::{fill_random, unexpected, Engine, EngineError, Event, Waiter, QUEUE_MISSING};
 use crate::store::hrana::Value;
 use crate::store::{Program, RunError, Statement, StoreError, Transport};
 
@@ -221,10 +221,8 @@ enum Arrival {
 /// carried over by migration 0011 are negative.
 fn new_trip() -> Result<i64, EngineError> {
     let mut bytes = [0u8; 8];
-    getrandom::getrandom(&mut bytes).map_err(|e| EngineError::Entropy(e.to_string()))?;
-    Ok(i64::try_from(u64::from_le_bytes(bytes) >> 1)
-        .unwrap_or(i64::MAX)
-        .max(1))
+    fill_random(&mut bytes)?;
+    Ok((i64::from_le_bytes(bytes) & i64::MAX).max(1))
 }
 
 /// Moves the dead letters of `request.queue`, which lives in `sites[source]`,

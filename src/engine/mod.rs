@@ -366,8 +366,13 @@ fn unexpected(e: RunError) -> EngineError {
 /// `n` random bytes from the platform CSPRNG as lowercase hex.
 pub fn random_hex(n: usize) -> Result<String, EngineError> {
     let mut bytes = vec![0u8; n];
-    getrandom::getrandom(&mut bytes).map_err(|e| EngineError::Entropy(e.to_string()))?;
+    fill_random(&mut bytes)?;
     Ok(hex(&bytes))
+}
+
+/// Fills `bytes` from the platform CSPRNG.
+fn fill_random(bytes: &mut [u8]) -> Result<(), EngineError> {
+    getrandom::getrandom(bytes).map_err(|e| EngineError::Entropy(e.to_string()))
 }
 
 /// Lowercase hex of bytes.
